@@ -1,0 +1,149 @@
+import { ShardStore } from "./shard-store";
+
+/**
+ * Refresh-token families, one per login grant (RFC 9700 §4.14.2). A family holds the hash of its
+ * current token and of the one it replaced. Presenting the replaced token within the grace window
+ * returns the sealed copy of the rotation's result (a client retry); later, or any older token, revokes
+ * the family. The sealed copy is AES-GCM under a key derived from the replaced token, which storage
+ * holds only as a hash, so the copy is useless to anyone reading storage.
+ */
+
+export interface FamilyGrant {
+  client_id: string;
+  sub: string;
+  email: string;
+  sid: string;
+  scope: string;
+  auth_time: number;
+}
+
+export type RotateResult =
+  | { status: "rotated"; grant: FamilyGrant; created_at: number }
+  | { status: "retry"; sealed: string; grant: FamilyGrant }
+  | { status: "invalid_scope" }
+  | { status: "reuse_detected"; grant: FamilyGrant }
+  | { status: "invalid" };
+
+export class RefreshTokenRotator extends ShardStore {
+  protected schema(): string[] {
+    return [
+      `CREATE TABLE IF NOT EXISTS families (
+        family_hash TEXT PRIMARY KEY,
+        grant_json TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        current_hash TEXT NOT NULL,
+        previous_hash TEXT,
+        previous_sealed TEXT,
+        rotated_at INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        revoked INTEGER NOT NULL DEFAULT 0,
+        expires_at INTEGER NOT NULL)`,
+      "CREATE INDEX IF NOT EXISTS families_exp ON families(expires_at)",
+    ];
+  }
+
+  protected expiringTables(): string[] {
+    return ["families"];
+  }
+
+  async createFamily(
+    familyHash: string,
+    tokenHash: string,
+    grant: FamilyGrant,
+    now: number,
+    expiresAt: number,
+  ): Promise<void> {
+    this.sql.exec(
+      `INSERT INTO families (family_hash, grant_json, client_id, current_hash, rotated_at, created_at, expires_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      familyHash,
+      JSON.stringify(grant),
+      grant.client_id,
+      tokenHash,
+      now,
+      now,
+      expiresAt,
+    );
+    await this.expireAt(expiresAt);
+  }
+
+  /**
+   * Rotates the family's current token to `nextHash`. `sealedNext` is the caller's response to this
+   * rotation, sealed under the presented token, kept for duplicate retries within `graceMs`.
+   */
+  rotateRefresh(
+    familyHash: string,
+    presentedHash: string,
+    clientId: string,
+    nextHash: string,
+    sealedNext: string,
+    now: number,
+    graceMs: number,
+    requestedScope: string[] | null,
+  ): RotateResult {
+    return this.ctx.storage.transactionSync((): RotateResult => {
+      const f = this.sql
+        .exec<{
+          grant_json: string;
+          client_id: string;
+          current_hash: string;
+          previous_hash: string | null;
+          previous_sealed: string | null;
+          rotated_at: number;
+          created_at: number;
+          revoked: number;
+        }>(
+          `SELECT grant_json, client_id, current_hash, previous_hash, previous_sealed, rotated_at, created_at, revoked
+           FROM families WHERE family_hash = ? AND expires_at > ?`,
+          familyHash,
+          now,
+        )
+        .toArray()[0];
+      if (!f || f.revoked) return { status: "invalid" };
+      // RFC 6749 §10.4 / RFC 9700 §4.14.2: a token bound to another client is not this client's to use.
+      if (f.client_id !== clientId) return { status: "invalid" };
+      const grant = JSON.parse(f.grant_json) as FamilyGrant;
+      if (presentedHash === f.current_hash) {
+        // RFC 6749 §6: a refresh may narrow the scope, never widen it; a refused request rotates nothing.
+        const granted = new Set(grant.scope.split(" "));
+        if (requestedScope?.some((s) => !granted.has(s))) return { status: "invalid_scope" };
+        this.sql.exec(
+          "UPDATE families SET previous_hash = current_hash, previous_sealed = ?, current_hash = ?, rotated_at = ? WHERE family_hash = ?",
+          sealedNext,
+          nextHash,
+          now,
+          familyHash,
+        );
+        return { status: "rotated", grant, created_at: f.created_at };
+      }
+      if (presentedHash === f.previous_hash && f.previous_sealed && now - f.rotated_at <= graceMs)
+        return { status: "retry", sealed: f.previous_sealed, grant };
+      // A spent token came back: the family has leaked (RFC 9700 §4.14.2). Revoke all of it.
+      this.sql.exec("UPDATE families SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?", familyHash);
+      return { status: "reuse_detected", grant };
+    });
+  }
+
+  /** Revokes a family; true if it existed and was live. */
+  revokeFamily(familyHash: string): boolean {
+    return (
+      this.sql.exec(
+        "UPDATE families SET revoked = 1, previous_sealed = NULL WHERE family_hash = ? AND revoked = 0",
+        familyHash,
+      ).rowsWritten > 0
+    );
+  }
+
+  /** The grant of a live family whose current token is `tokenHash` (for introspection and revocation). */
+  familyOf(familyHash: string, tokenHash: string, now: number): (FamilyGrant & { expires_at: number }) | null {
+    const row = this.sql
+      .exec<{ grant_json: string; expires_at: number }>(
+        "SELECT grant_json, expires_at FROM families WHERE family_hash = ? AND current_hash = ? AND revoked = 0 AND expires_at > ?",
+        familyHash,
+        tokenHash,
+        now,
+      )
+      .toArray()[0];
+    return row ? { ...(JSON.parse(row.grant_json) as FamilyGrant), expires_at: row.expires_at } : null;
+  }
+}

@@ -1,0 +1,3 @@
+export function demo(_req: Request, _env: unknown): Promise<Response> {
+  return Promise.resolve(new Response("demo", { status: 404 }));
+}

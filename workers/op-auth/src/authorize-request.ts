@@ -1,0 +1,114 @@
+import type { AuthRequest } from "../../../durable-objects/session-store";
+import type { Client } from "../../shared/clients";
+import { redirectUriAllowed } from "../../shared/clients";
+import type { OAuthErrorCode } from "../../shared/errors";
+
+export const SUPPORTED_SCOPES = ["openid", "email", "profile", "offline_access"] as const;
+
+/** An error shown on Keyway's own page: the client or redirect URI could not be trusted (RFC 6749 §4.1.2.1). */
+export class UntrustedRequestError extends Error {
+  override name = "UntrustedRequestError";
+}
+
+/** An error the client may hear about, at its validated redirect URI. */
+export class RedirectableError extends Error {
+  constructor(
+    readonly code: OAuthErrorCode | "request_not_supported" | "request_uri_not_supported" | "invalid_request_object",
+    readonly description: string,
+    readonly redirectUri: string,
+    readonly state: string | undefined,
+  ) {
+    super(description);
+    this.name = "RedirectableError";
+  }
+}
+
+const CODE_CHALLENGE = /^[A-Za-z0-9._~-]{43,128}$/;
+const PROMPTS = new Set(["none", "login", "consent", "select_account"]);
+
+export interface ValidatedRequest extends AuthRequest {
+  prompts: Set<string>;
+}
+
+/**
+ * Validates an authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3, OIDC Core §3.1.2.1) in the
+ * order the RFCs require: client and redirect URI first, so nothing is ever redirected to an
+ * unvalidated URI, then everything else as a redirectable error. Unknown parameters are ignored.
+ */
+export function validateAuthorizeRequest(
+  params: Record<string, string>,
+  lookupClient: Client | null,
+): ValidatedRequest {
+  if (!params.client_id) throw new UntrustedRequestError("client_id is missing");
+  const client = lookupClient;
+  if (!client) throw new UntrustedRequestError("the client is not registered");
+  const redirectUri = params.redirect_uri;
+  if (!redirectUri) throw new UntrustedRequestError("redirect_uri is missing");
+  if (!redirectUriAllowed(client, redirectUri))
+    throw new UntrustedRequestError("redirect_uri is not registered for this client");
+
+  const state = params.state;
+  const fail = (code: RedirectableError["code"], description: string): never => {
+    throw new RedirectableError(code, description, redirectUri, state);
+  };
+
+  if (params.request !== undefined) fail("request_not_supported", "request objects are not supported");
+  if (params.request_uri !== undefined) fail("request_uri_not_supported", "request_uri is not supported");
+  if (!params.response_type) fail("invalid_request", "response_type is required");
+  if (params.response_type !== "code") fail("unsupported_response_type", "only response_type=code is supported");
+  if (params.response_mode !== undefined && params.response_mode !== "query")
+    fail("invalid_request", "only response_mode=query is supported");
+  if (!client.grant_types.includes("authorization_code"))
+    fail("unauthorized_client", "the client may not use the authorization code grant");
+
+  if (!params.code_challenge) fail("invalid_request", "code_challenge is required (PKCE, S256)");
+  if (params.code_challenge_method !== "S256") fail("invalid_request", "code_challenge_method must be S256");
+  if (!CODE_CHALLENGE.test(params.code_challenge as string)) fail("invalid_request", "code_challenge is malformed");
+
+  const requested = (params.scope ?? "").split(" ").filter(Boolean);
+  if (!requested.includes("openid")) fail("invalid_scope", "scope must include openid");
+  const allowed = new Set(client.scope.split(" "));
+  const scopes = requested.filter((s) => (SUPPORTED_SCOPES as readonly string[]).includes(s) && allowed.has(s));
+  if (!scopes.includes("openid")) fail("invalid_scope", "the client may not request openid");
+  // OIDC Core §11: offline_access is ignored unless the client can use refresh tokens.
+  const scope = [...new Set(scopes)]
+    .filter((s) => s !== "offline_access" || client.grant_types.includes("refresh_token"))
+    .join(" ");
+
+  const prompts = new Set((params.prompt ?? "").split(" ").filter(Boolean));
+  for (const p of prompts) if (!PROMPTS.has(p)) fail("invalid_request", `prompt=${p} is not supported`);
+  if (prompts.has("none") && prompts.size > 1) fail("invalid_request", "prompt=none cannot be combined");
+
+  let maxAge: number | undefined;
+  if (params.max_age !== undefined) {
+    if (!/^\d{1,9}$/.test(params.max_age)) fail("invalid_request", "max_age must be a non-negative integer");
+    maxAge = Number(params.max_age);
+  }
+  if (params.nonce !== undefined && params.nonce.length > 512) fail("invalid_request", "nonce is too long");
+  if (state !== undefined && state.length > 4096) fail("invalid_request", "state is too long");
+
+  const req: ValidatedRequest = {
+    client_id: client.client_id,
+    redirect_uri: redirectUri,
+    scope,
+    code_challenge: params.code_challenge as string,
+    prompts,
+  };
+  if (state !== undefined) req.state = state;
+  if (params.nonce !== undefined) req.nonce = params.nonce;
+  if (maxAge !== undefined) req.max_age = maxAge;
+  if (params.prompt !== undefined) req.prompt = params.prompt;
+  return req;
+}
+
+/** RFC 6749 §4.1.2 and RFC 9207: the response goes to the redirect URI's query, with `iss`. */
+export function authorizationResponseUrl(
+  redirectUri: string,
+  issuer: string,
+  params: Record<string, string | undefined>,
+): string {
+  const url = new URL(redirectUri);
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.append(k, v);
+  url.searchParams.append("iss", issuer);
+  return url.toString();
+}

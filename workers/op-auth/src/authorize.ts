@@ -1,0 +1,169 @@
+import type { Context } from "hono";
+import type { AuthRequest, SessionInfo } from "../../../durable-objects/session-store";
+import type { AppEnv } from "../../shared/app";
+import { findClient } from "../../shared/clients";
+import type { Config } from "../../shared/config";
+import { sha256 } from "../../shared/crypto";
+import type { Env } from "../../shared/env";
+import { OAuthError } from "../../shared/errors";
+import {
+  clearCookie,
+  cookieName,
+  getCookie,
+  isForm,
+  json,
+  NO_STORE,
+  paramsToRecord,
+  parseForm,
+  readBodyText,
+  setCookie,
+} from "../../shared/http";
+import { issueId, parseId } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
+import { findUser, userStillValid } from "../../shared/users";
+import {
+  authorizationResponseUrl,
+  RedirectableError,
+  UntrustedRequestError,
+  type ValidatedRequest,
+  validateAuthorizeRequest,
+} from "./authorize-request";
+import { emailStep, errorPage } from "./login-page";
+import { type BrowserSession, currentSession, SESSION_COOKIE, TX_COOKIE } from "./sessions";
+
+/** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
+export async function authorize(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  let params: Record<string, string>;
+  try {
+    if (c.req.method === "POST") {
+      if (!isForm(c.req.raw)) return errorPage("Invalid request", "The authorization request must be form encoded.");
+      params = parseForm(await readBodyText(c.req.raw));
+    } else params = paramsToRecord(new URL(c.req.url).searchParams);
+  } catch (err) {
+    if (err instanceof OAuthError && err.code !== "invalid_request") throw err;
+    return errorPage("Invalid request", err instanceof Error ? err.message : "malformed request");
+  }
+
+  // `redirect_to` from a verified code: finish that login transaction.
+  if (params.tx !== undefined && params.client_id === undefined) return resumeLogin(c, params.tx);
+
+  try {
+    const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
+    const request = validateAuthorizeRequest(params, client);
+    const session = await liveSession(c.env, config, c.req.raw, request);
+    if (session) return redirectWithCode(c.env, config, request, session);
+    if (request.prompts.has("none"))
+      return redirect(
+        authorizationResponseUrl(request.redirect_uri, config.ISSUER, {
+          error: "login_required",
+          state: request.state,
+        }),
+      );
+    return beginLogin(c, request);
+  } catch (err) {
+    if (err instanceof UntrustedRequestError) return errorPage("Invalid request", err.message);
+    if (err instanceof RedirectableError)
+      return redirect(
+        authorizationResponseUrl(err.redirectUri, config.ISSUER, {
+          error: err.code,
+          error_description: err.description,
+          state: err.state,
+        }),
+      );
+    throw err;
+  }
+}
+
+function redirect(location: string, headers: Record<string, string> = {}): Response {
+  return new Response(null, { status: 302, headers: { Location: location, "Cache-Control": "no-store", ...headers } });
+}
+
+/**
+ * The browser's session, if it may answer this request without a new login: not `prompt=login`,
+ * within `max_age` (OIDC Core §3.1.2.1), and its user neither deleted nor revoked since.
+ */
+async function liveSession(
+  env: Env,
+  config: Config,
+  req: Request,
+  request: ValidatedRequest,
+): Promise<BrowserSession | null> {
+  if (request.prompts.has("login")) return null;
+  const session = await currentSession(env, config, req);
+  if (!session) return null;
+  if (request.max_age !== undefined && Date.now() / 1000 - session.auth_time > request.max_age) return null;
+  return userStillValid(await findUser(env, session.sub), session.auth_time) ? session : null;
+}
+
+/** Starts a login transaction and answers with the login page (or its JSON form, for API clients). */
+async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promise<Response> {
+  const config = c.get("config");
+  const { id: tx, ref } = issueId(config.SHARDS, "tx");
+  const ttl = config.POLICY.login_tx_ttl_seconds;
+  const { prompts: _, ...stored } = request;
+  await shard(c.env, "session", ref).beginLogin(await sha256(tx), stored, Date.now() + ttl * 1000);
+  const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), tx, {
+    secure: config.secureCookies,
+    maxAge: ttl,
+  });
+  if ((c.req.header("accept") ?? "").includes("application/json"))
+    return json({ tx, expires_in: ttl }, 200, { "Set-Cookie": cookie, ...NO_STORE });
+  return emailStep({ issuerName: config.ISSUER_NAME, tx, headers: { "Set-Cookie": cookie } });
+}
+
+/** Step 4 after a verified code: `GET redirect_to` with the new session cookie. */
+async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
+  const config = c.get("config");
+  const parsedTx = parseId(config.SHARDS, "tx", tx);
+  if (!parsedTx)
+    return errorPage("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
+  const sessionId = parseId(
+    config.SHARDS,
+    "session",
+    getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)),
+  );
+  const sessionHash = sessionId ? await sha256(sessionId.id) : null;
+  const result = await shard(c.env, "session", parsedTx.ref).resumeLogin(await sha256(tx), sessionHash, Date.now());
+  if (!result.ok)
+    return errorPage(
+      "Sign-in expired",
+      result.reason === "session_mismatch"
+        ? "This sign-in was finished in another browser."
+        : "This sign-in is no longer valid. Start again from the application.",
+    );
+  return redirectWithCode(c.env, config, result.request, result.session, {
+    "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config.secureCookies), config.secureCookies),
+  });
+}
+
+/** Issues an authorization code for the session and redirects to the client (RFC 6749 §4.1.2). */
+async function redirectWithCode(
+  env: Env,
+  config: Config,
+  request: AuthRequest,
+  session: SessionInfo,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  const { id: code, ref } = issueId(config.SHARDS, "code");
+  const now = Date.now();
+  const p = config.POLICY;
+  const grant = {
+    client_id: request.client_id,
+    redirect_uri: request.redirect_uri,
+    code_challenge: request.code_challenge,
+    scope: request.scope,
+    sub: session.sub,
+    email: session.email,
+    sid: session.sid,
+    auth_time: session.auth_time,
+    ...(request.nonce !== undefined ? { nonce: request.nonce } : {}),
+  };
+  // A redeemed code is remembered as long as the tokens it yields, so a replay can still revoke them.
+  const keepUntil = now + Math.max(p.code_ttl_seconds, p.access_token_ttl_seconds) * 1000;
+  await shard(env, "code", ref).issueCode(await sha256(code), grant, now + p.code_ttl_seconds * 1000, keepUntil);
+  return redirect(
+    authorizationResponseUrl(request.redirect_uri, config.ISSUER, { code, state: request.state }),
+    headers,
+  );
+}

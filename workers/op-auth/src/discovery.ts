@@ -1,0 +1,57 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../../shared/app";
+import { SUPPORTED_SCOPES } from "./authorize-request";
+
+/** OpenID Connect Discovery 1.0 §3. Every value here is true of the running server. */
+export function discovery(c: Context<AppEnv>): Response {
+  const issuer = c.get("config").ISSUER;
+  const doc = {
+    issuer,
+    authorization_endpoint: `${issuer}/authorize`,
+    token_endpoint: `${issuer}/token`,
+    userinfo_endpoint: `${issuer}/userinfo`,
+    jwks_uri: `${issuer}/jwks.json`,
+    revocation_endpoint: `${issuer}/revoke`,
+    introspection_endpoint: `${issuer}/introspect`,
+    end_session_endpoint: `${issuer}/logout`,
+    response_types_supported: ["code"],
+    response_modes_supported: ["query"],
+    grant_types_supported: ["authorization_code", "refresh_token"],
+    subject_types_supported: ["public"],
+    id_token_signing_alg_values_supported: ["RS256", "ES256"],
+    userinfo_signing_alg_values_supported: [],
+    code_challenge_methods_supported: ["S256"],
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
+    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
+    introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
+    scopes_supported: [...SUPPORTED_SCOPES],
+    claims_supported: [
+      "iss",
+      "sub",
+      "aud",
+      "exp",
+      "iat",
+      "auth_time",
+      "nonce",
+      "amr",
+      "sid",
+      "email",
+      "email_verified",
+    ],
+    prompt_values_supported: ["none", "login", "consent", "select_account"],
+    authorization_response_iss_parameter_supported: true,
+    claims_parameter_supported: false,
+    request_parameter_supported: false,
+    request_uri_parameter_supported: false,
+    require_request_uri_registration: false,
+    frontchannel_logout_supported: false,
+    backchannel_logout_supported: false,
+  };
+  return new Response(JSON.stringify(doc), {
+    headers: {
+      "Content-Type": "application/json; charset=utf-8",
+      "Access-Control-Allow-Origin": "*",
+      "Cache-Control": "public, max-age=300",
+    },
+  });
+}

@@ -1,0 +1,220 @@
+import type { Context } from "hono";
+import type { OtpPolicy } from "../../../durable-objects/challenge-store";
+import type { AppEnv } from "../../shared/app";
+import type { Config } from "../../shared/config";
+import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
+import { normalizeEmail } from "../../shared/email";
+import { OAuthError } from "../../shared/errors";
+import { cookieName, getCookie, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
+import { mailerFor } from "../../shared/mailer";
+import { issueId, type ParsedId, parseId, routeKey } from "../../shared/sharding";
+import { routeFromString, routeToString, shard } from "../../shared/stores";
+import { findOrCreateUser, findUserByEmail } from "../../shared/users";
+import { codeStep, emailStep } from "./login-page";
+import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
+
+const OTP_DIGITS = 6;
+
+interface LoginPost {
+  form: boolean;
+  tx: ParsedId;
+  txHash: string;
+  body: Record<string, unknown>;
+}
+
+/**
+ * The checks every login-page POST shares: same-origin (checklist E4), body within limits, and a
+ * `tx` that names a transaction and matches this browser's transaction cookie (CSRF binding).
+ */
+async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
+  const config = c.get("config");
+  const origin = c.req.header("origin");
+  if (origin !== undefined && origin !== new URL(config.ISSUER).origin)
+    throw new OAuthError("forbidden", "cross-origin request refused", { headers: NO_STORE });
+  if (c.req.header("sec-fetch-site") === "cross-site")
+    throw new OAuthError("forbidden", "cross-site request refused", { headers: NO_STORE });
+  const { body, form } = await readJsonOrForm(c.req.raw);
+  const cookie = getCookie(c.req.raw, cookieName(TX_COOKIE, config.secureCookies));
+  const tx = parseId(config.SHARDS, "tx", body.tx);
+  if (!tx || cookie !== tx.id)
+    throw new OAuthError("invalid_request", "the login transaction is missing, unknown or not this browser's");
+  return { form, tx, txHash: await sha256(tx.id), body };
+}
+
+const emailKeyOf = (config: Config, email: string) => hmac(config.OTP_HMAC_SECRET, `email:${email}`);
+const codeMacOf = (config: Config, emailKey: string, code: string) =>
+  hmac(config.OTP_HMAC_SECRET, `otp:${emailKey}:${code}`);
+
+function otpPolicy(config: Config): OtpPolicy {
+  const p = config.POLICY;
+  return {
+    otp_ttl_seconds: p.otp_ttl_seconds,
+    otp_max_attempts: p.otp_max_attempts,
+    email_failures_per_hour: p.email_failures_per_hour,
+    resend_interval_seconds: p.resend_interval_seconds,
+    sends_per_email_per_hour: p.sends_per_email_per_hour,
+  };
+}
+
+/** Renders an error for JSON callers as-is, and for the login page as the page again with a message. */
+function pageOr(c: Context<AppEnv>, post: LoginPost | null, err: OAuthError, email?: string): never | Response {
+  if (!post?.form) throw err;
+  const config = c.get("config");
+  const message =
+    err.code === "invalid_code"
+      ? "That code is not right, or it has expired."
+      : err.code === "too_many_attempts" || err.code === "too_many_requests" || err.code === "slow_down"
+        ? `Too many tries. Wait ${err.options.retryAfter ?? 60} seconds and try again.`
+        : (err.description ?? "Something went wrong.");
+  const headers = err.options.retryAfter ? { "Retry-After": String(err.options.retryAfter) } : undefined;
+  return email
+    ? codeStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, email, error: message, status: err.status, headers })
+    : emailStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, error: message, status: err.status, headers });
+}
+
+/** EmailCodeGenerate (CONTRACT §2.2): the same answer whether or not the address has an account. */
+export async function generateCode(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  const post = await readLoginPost(c);
+  const email = normalizeEmail(post.body.email);
+  if (!email)
+    return pageOr(c, post, new OAuthError("invalid_request", "email must be one valid address", { headers: NO_STORE }));
+  const now = Date.now();
+  const emailKey = await emailKeyOf(config, email);
+  const challengeRef = routeKey(config.SHARDS, "challenge", emailKey);
+
+  if (!(await shard(c.env, "session", post.tx.ref).bindEmail(post.txHash, emailKey, routeToString(challengeRef), now)))
+    return pageOr(
+      c,
+      post,
+      new OAuthError("invalid_request", "the login transaction is unknown or expired", { headers: NO_STORE }),
+    );
+
+  // Invite-only: an unknown address gets a challenge no code can match and no mail, so the answer
+  // (status, body, headers, and the limits that apply) is the same as for a known one.
+  const deliver = config.SIGNUP === "open" || (await findUserByEmail(c.env, email)) !== null;
+  const code = randomDigits(OTP_DIGITS);
+  const mac = deliver ? await codeMacOf(config, emailKey, code) : `unmatchable:${randomToken(16)}`;
+  const issued = await shard(c.env, "challenge", challengeRef).issueChallenge(
+    emailKey,
+    post.txHash,
+    mac,
+    now,
+    otpPolicy(config),
+  );
+  if (!issued.ok)
+    return pageOr(
+      c,
+      post,
+      new OAuthError(issued.error, "too many codes requested for this address", {
+        retryAfter: issued.retry_after,
+        headers: NO_STORE,
+      }),
+      email,
+    );
+
+  if (deliver)
+    c.executionCtx.waitUntil(
+      mailerFor(c.env, config).send({
+        to: email,
+        code,
+        expiresInSeconds: issued.expires_in,
+        issuerName: config.ISSUER_NAME,
+        issuer: config.ISSUER,
+      }),
+    );
+  if (post.form) return codeStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, email });
+  return json({ sent: true, expires_in: issued.expires_in, resend_after: issued.resend_after }, 200, NO_STORE);
+}
+
+/** EmailCodeVerify (CONTRACT §2.3): a right code ends the login transaction in a new session. */
+export async function verifyCode(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  const post = await readLoginPost(c);
+  const email = normalizeEmail(post.body.email);
+  if (!email)
+    return pageOr(c, post, new OAuthError("invalid_request", "email must be one valid address", { headers: NO_STORE }));
+  const invalidCode = new OAuthError("invalid_code", "the code is wrong, expired or already used", {
+    headers: NO_STORE,
+  });
+  const code = post.body.code;
+  if (typeof code !== "string" || !/^[0-9]{6}$/.test(code)) return pageOr(c, post, invalidCode, email);
+
+  const now = Date.now();
+  const sessions = shard(c.env, "session", post.tx.ref);
+  const pending = await sessions.pendingLogin(post.txHash, now);
+  if (!pending)
+    return pageOr(
+      c,
+      post,
+      new OAuthError("invalid_request", "the login transaction is unknown, expired or finished", { headers: NO_STORE }),
+    );
+  const emailKey = await emailKeyOf(config, email);
+  const route = routeFromString(pending.challenge_route);
+  if (pending.email !== emailKey || !route) return pageOr(c, post, invalidCode, email);
+
+  const mac = await codeMacOf(config, emailKey, code);
+  const result = await shard(c.env, "challenge", route).verifyChallenge(
+    emailKey,
+    post.txHash,
+    mac,
+    now,
+    otpPolicy(config),
+  );
+  if (result.status === "locked")
+    return pageOr(
+      c,
+      post,
+      new OAuthError("too_many_attempts", "too many wrong codes for this address", {
+        retryAfter: result.retry_after,
+        headers: NO_STORE,
+      }),
+      email,
+    );
+  if (result.status === "invalid") return pageOr(c, post, invalidCode, email);
+
+  const user =
+    config.SIGNUP === "open" ? await findOrCreateUser(c.env, email, now) : await findUserByEmail(c.env, email);
+  if (!user) return pageOr(c, post, invalidCode, email);
+
+  // A new session every time, in the transaction's shard, so finishing the login is one atomic call.
+  // Any session cookie the browser brought is replaced, never reused (no fixation).
+  const { id: sessionId } = issueId(config.SHARDS, "session", post.tx.ref);
+  const { id: sid } = issueId(config.SHARDS, "sid");
+  const ttl = config.POLICY.session_ttl_seconds;
+  const done = await sessions.completeLogin(
+    post.txHash,
+    await sha256(sessionId),
+    { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
+    now,
+  );
+  if (!done)
+    return pageOr(
+      c,
+      post,
+      new OAuthError("invalid_request", "the login transaction is already finished", { headers: NO_STORE }),
+    );
+  endReplacedSession(c);
+
+  const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(post.tx.id)}`;
+  const cookie = setCookie(cookieName(SESSION_COOKIE, config.secureCookies), sessionId, {
+    secure: config.secureCookies,
+    maxAge: ttl,
+  });
+  if (post.form)
+    return new Response(null, { status: 303, headers: { Location: redirectTo, "Set-Cookie": cookie, ...NO_STORE } });
+  return json({ redirect_to: redirectTo }, 200, { "Set-Cookie": cookie, ...NO_STORE });
+}
+
+/** The session cookie a browser brought to a new login is ended after the response. */
+function endReplacedSession(c: Context<AppEnv>): void {
+  const config = c.get("config");
+  const old = parseId(config.SHARDS, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
+  if (!old) return;
+  c.executionCtx.waitUntil(
+    sha256(old.id)
+      .then((hash) => shard(c.env, "session", old.ref).endSession(hash))
+      .then(() => undefined)
+      .catch(() => undefined),
+  );
+}

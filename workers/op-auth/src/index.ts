@@ -1,0 +1,19 @@
+import { createApp, methodNotAllowed } from "../../shared/app";
+import { authorize } from "./authorize";
+import { devMailbox } from "./dev-mailbox";
+import { discovery } from "./discovery";
+import { generateCode, verifyCode } from "./email-code";
+import { logout } from "./logout";
+
+/** op-auth: discovery, the authorization endpoint and login page, email codes, logout. */
+export const app = createApp();
+
+app.get("/.well-known/openid-configuration", discovery);
+app.on(["GET", "POST"], "/authorize", authorize);
+app.post("/email-code/generate", generateCode);
+app.post("/email-code/verify", verifyCode);
+app.all("/email-code/*", () => methodNotAllowed("POST"));
+app.get("/logout", logout);
+app.get("/__dev/mailbox/:email", devMailbox);
+
+export default app;

@@ -1,0 +1,92 @@
+import { randomToken } from "../../shared/crypto";
+import { escapeHtml, pageSecurityHeaders } from "../../shared/http";
+
+/**
+ * Keyway's own pages: the two-step login form (email, then code) and error pages. Plain HTML forms,
+ * no script; every page carries a CSP with `frame-ancestors 'none'` and a per-response style nonce.
+ */
+
+interface PageOptions {
+  title: string;
+  body: string;
+  status?: number;
+  headers?: Record<string, string>;
+}
+
+const STYLE = `
+*{box-sizing:border-box}body{margin:0;min-height:100vh;display:grid;place-items:center;background:#f4f5f7;
+font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1b1f24}
+main{width:min(92vw,380px);background:#fff;border-radius:12px;padding:32px;box-shadow:0 1px 3px #0002}
+h1{font-size:20px;margin:0 0 4px}p{margin:8px 0 16px;color:#4b5563}
+label{display:block;font-weight:600;margin:12px 0 6px}
+input{width:100%;padding:10px 12px;border:1px solid #c9ced6;border-radius:8px;font-size:16px}
+input.code{letter-spacing:8px;font-family:ui-monospace,monospace;font-size:22px;text-align:center}
+button{margin-top:16px;width:100%;padding:11px;border:0;border-radius:8px;background:#1f6feb;color:#fff;font-size:16px;cursor:pointer}
+.error{background:#fdecec;color:#a61b1b;padding:8px 12px;border-radius:8px}
+.muted{font-size:13px;color:#6b7280}`;
+
+export function page(o: PageOptions): Response {
+  const nonce = randomToken(16);
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1"><title>${escapeHtml(o.title)}</title>
+<style nonce="${nonce}">${STYLE}</style></head><body><main>${o.body}</main></body></html>`;
+  return new Response(html, { status: o.status ?? 200, headers: { ...pageSecurityHeaders(nonce), ...o.headers } });
+}
+
+const errorBlock = (error?: string) => (error ? `<p class="error" role="alert">${escapeHtml(error)}</p>` : "");
+
+export function emailStep(o: {
+  issuerName: string;
+  tx: string;
+  error?: string;
+  status?: number;
+  headers?: Record<string, string>;
+}) {
+  return page({
+    title: `Sign in · ${o.issuerName}`,
+    status: o.status,
+    headers: o.headers,
+    body: `<h1>Sign in to ${escapeHtml(o.issuerName)}</h1><p>We will email you a 6-digit code.</p>${errorBlock(o.error)}
+<form method="post" action="/email-code/generate">
+<input type="hidden" name="tx" value="${escapeHtml(o.tx)}">
+<label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="email" required autofocus maxlength="254">
+<button type="submit">Email me a code</button></form>`,
+  });
+}
+
+export function codeStep(o: {
+  issuerName: string;
+  tx: string;
+  email: string;
+  error?: string;
+  status?: number;
+  headers?: Record<string, string>;
+}) {
+  return page({
+    title: `Enter your code · ${o.issuerName}`,
+    status: o.status,
+    headers: o.headers,
+    body: `<h1>Check your email</h1><p>If <strong>${escapeHtml(o.email)}</strong> can sign in, a code is on its way.</p>${errorBlock(o.error)}
+<form method="post" action="/email-code/verify">
+<input type="hidden" name="tx" value="${escapeHtml(o.tx)}">
+<input type="hidden" name="email" value="${escapeHtml(o.email)}">
+<label for="code">Code</label>
+<input id="code" class="code" name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6" required autofocus>
+<button type="submit">Sign in</button></form>
+<form method="post" action="/email-code/generate"><input type="hidden" name="tx" value="${escapeHtml(o.tx)}">
+<input type="hidden" name="email" value="${escapeHtml(o.email)}"><button type="submit" style="background:#6b7280">Send a new code</button></form>`,
+  });
+}
+
+export function errorPage(title: string, message: string, status = 400): Response {
+  return page({
+    title,
+    status,
+    body: `<h1>${escapeHtml(title)}</h1><p class="error" role="alert">${escapeHtml(message)}</p>`,
+  });
+}
+
+export function messagePage(title: string, message: string, headers?: Record<string, string>): Response {
+  return page({ title, headers, body: `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>` });
+}

@@ -1,0 +1,25 @@
+import type { SessionInfo } from "../../../durable-objects/session-store";
+import type { Config } from "../../shared/config";
+import { sha256 } from "../../shared/crypto";
+import type { Env } from "../../shared/env";
+import { cookieName, getCookie } from "../../shared/http";
+import { parseId } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
+
+export const TX_COOKIE = "kw_tx";
+export const SESSION_COOKIE = "kw_session";
+
+export interface BrowserSession extends SessionInfo {
+  id: string;
+  hash: string;
+}
+
+/** The session named by the request's session cookie, if it is live. */
+export async function currentSession(env: Env, config: Config, req: Request): Promise<BrowserSession | null> {
+  const id = getCookie(req, cookieName(SESSION_COOKIE, config.secureCookies));
+  const parsed = parseId(config.SHARDS, "session", id);
+  if (!parsed) return null;
+  const hash = await sha256(parsed.id);
+  const info = await shard(env, "session", parsed.ref).session(hash, Date.now());
+  return info ? { ...info, id: parsed.id, hash } : null;
+}

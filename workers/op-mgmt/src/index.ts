@@ -1,0 +1,46 @@
+import type { Context, Next } from "hono";
+import { type AppEnv, createApp } from "../../shared/app";
+import { STORE_NAMES } from "../../shared/config";
+import { timingSafeEqualString } from "../../shared/crypto";
+import { OAuthError } from "../../shared/errors";
+import { json } from "../../shared/http";
+import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
+import { createUser, deleteUser, getUser, importUsers, listUsers, revokeUser } from "./users";
+
+/** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
+export const app = createApp();
+
+async function requireAdmin(c: Context<AppEnv>, next: Next): Promise<void> {
+  const m = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "");
+  if (!m || !timingSafeEqualString(m[1] as string, c.get("config").ADMIN_TOKEN))
+    throw new OAuthError("unauthorized", "a valid admin token is required", {
+      wwwAuthenticate: 'Bearer realm="keyway-admin"',
+    });
+  await next();
+}
+
+app.use("/admin/*", requireAdmin);
+app.post("/admin/v1/clients", createClient);
+app.get("/admin/v1/clients", listClients);
+app.get("/admin/v1/clients/:id", getClient);
+app.patch("/admin/v1/clients/:id", patchClient);
+app.delete("/admin/v1/clients/:id", deleteClient);
+app.post("/admin/v1/users", createUser);
+app.post("/admin/v1/users/import", importUsers);
+app.get("/admin/v1/users", listUsers);
+app.get("/admin/v1/users/:id", getUser);
+app.delete("/admin/v1/users/:id", deleteUser);
+app.post("/admin/v1/users/:id/revoke", revokeUser);
+app.get("/admin/v1/shards", (c) => {
+  const shards = c.get("config").SHARDS;
+  return json({
+    stores: Object.fromEntries(
+      STORE_NAMES.map((s) => [
+        s,
+        { generation: shards[s].length - 1, shards: shards[s].at(-1), generations: shards[s] },
+      ]),
+    ),
+  });
+});
+
+export default app;

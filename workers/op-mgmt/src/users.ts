@@ -1,0 +1,90 @@
+import type { Context } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../../shared/app";
+import { normalizeEmail } from "../../shared/email";
+import { OAuthError } from "../../shared/errors";
+import { json } from "../../shared/http";
+import { findUser, newUserId, type User } from "../../shared/users";
+import { body } from "./validation";
+
+const email = z.string().transform((v, ctx) => {
+  const normalized = normalizeEmail(v);
+  if (!normalized) {
+    ctx.addIssue({ code: "custom", message: "not a valid email address" });
+    return z.NEVER;
+  }
+  return normalized;
+});
+const userInput = z.object({ email, name: z.string().trim().min(1).max(200).optional() }).strict();
+const importInput = z.object({ users: z.array(userInput).min(1).max(1000) }).strict();
+
+export async function createUser(c: Context<AppEnv>): Promise<Response> {
+  const input = await body(c, userInput);
+  const now = Date.now();
+  const row = await c.env.DB.prepare(
+    "INSERT INTO users (id, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(email) DO NOTHING RETURNING *",
+  )
+    .bind(newUserId(), input.email, input.name ?? null, now, now)
+    .first<User>();
+  if (!row) throw new OAuthError("conflict", "a user with this email exists");
+  return json(row, 201);
+}
+
+/** Bulk import, up to 1,000 per call, in one D1 batch (one transaction). Existing emails are left alone. */
+export async function importUsers(c: Context<AppEnv>): Promise<Response> {
+  const input = await body(c, importInput);
+  const now = Date.now();
+  const unique = new Map(input.users.map((u) => [u.email, u]));
+  const stmt = c.env.DB.prepare(
+    "INSERT INTO users (id, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(email) DO NOTHING",
+  );
+  const results = await c.env.DB.batch(
+    [...unique.values()].map((u) => stmt.bind(newUserId(), u.email, u.name ?? null, now, now)),
+  );
+  const created = results.reduce((n, r) => n + (r.meta.changes ?? 0), 0);
+  return json({ created, existing: input.users.length - created });
+}
+
+export async function getUser(c: Context<AppEnv>): Promise<Response> {
+  const user = await findUser(c.env, c.req.param("id") ?? "");
+  if (!user) throw new OAuthError("not_found", "no such user");
+  return json(user);
+}
+
+export async function listUsers(c: Context<AppEnv>): Promise<Response> {
+  const q = c.req.query("email");
+  if (q !== undefined) {
+    const e = normalizeEmail(q);
+    if (!e) throw new OAuthError("invalid_request", "email is not a valid address");
+    const user = await c.env.DB.prepare("SELECT * FROM users WHERE email = ?").bind(e).first<User>();
+    return json({ users: user ? [user] : [] });
+  }
+  const limit = Math.min(Number(c.req.query("limit") ?? 100) || 100, 1000);
+  const after = c.req.query("after") ?? "";
+  const { results } = await c.env.DB.prepare("SELECT * FROM users WHERE id > ? ORDER BY id LIMIT ?")
+    .bind(after, limit)
+    .all<User>();
+  const last = results.at(-1);
+  return json({ users: results, next: results.length === limit && last ? last.id : null });
+}
+
+export async function deleteUser(c: Context<AppEnv>): Promise<Response> {
+  const { meta } = await c.env.DB.prepare("DELETE FROM users WHERE id = ?")
+    .bind(c.req.param("id") ?? "")
+    .run();
+  if (!meta.changes) throw new OAuthError("not_found", "no such user");
+  return new Response(null, { status: 204 });
+}
+
+/**
+ * Ends every session and token of a user: sessions, access and refresh tokens are all checked
+ * against `revoked_at` (a login at or before it is dead), so one write reaches every shard.
+ */
+export async function revokeUser(c: Context<AppEnv>): Promise<Response> {
+  const now = Date.now();
+  const row = await c.env.DB.prepare("UPDATE users SET revoked_at = ?, updated_at = ? WHERE id = ? RETURNING *")
+    .bind(now, now, c.req.param("id") ?? "")
+    .first<User>();
+  if (!row) throw new OAuthError("not_found", "no such user");
+  return json(row);
+}

@@ -1,0 +1,62 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../../shared/app";
+import { authenticateClient } from "../../shared/clients";
+import { OAuthError } from "../../shared/errors";
+import { json, NO_STORE, readForm } from "../../shared/http";
+import { lookupToken } from "./token-lookup";
+
+/**
+ * RFC 7662. The caller must authenticate (§2.1); a public client may introspect too, but any client
+ * sees only its own tokens: another client's token is `{"active": false}`.
+ */
+export async function introspect(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  const form = await readForm(c.req.raw);
+  if (!c.req.header("authorization") && !form.client_id)
+    throw new OAuthError("invalid_client", "client authentication is required", {
+      status: 401,
+      wwwAuthenticate: 'Basic realm="keyway", charset="UTF-8"',
+    });
+  const client = await authenticateClient(c.env, config, c.req.raw, form);
+  if (!form.token) throw new OAuthError("invalid_request", "token is required");
+  const found = await lookupToken(c.env, config, form.token, form.token_type_hint);
+  const inactive = () => json({ active: false }, 200, NO_STORE);
+  if (!found?.active) return inactive();
+  if (found.type === "access_token") {
+    const t = found.claims;
+    if (t.client_id !== client.client_id) return inactive();
+    return json(
+      {
+        active: true,
+        token_type: "Bearer",
+        scope: t.scope,
+        client_id: t.client_id,
+        sub: t.sub,
+        exp: t.exp,
+        iat: t.iat,
+        iss: t.iss,
+        aud: t.aud,
+        jti: t.jti,
+        sid: t.sid,
+      },
+      200,
+      NO_STORE,
+    );
+  }
+  const g = found.grant;
+  if (g.client_id !== client.client_id) return inactive();
+  return json(
+    {
+      active: true,
+      token_type: "refresh_token",
+      scope: g.scope,
+      client_id: g.client_id,
+      sub: g.sub,
+      exp: Math.floor(g.expires_at / 1000),
+      iss: config.ISSUER,
+      sid: g.sid,
+    },
+    200,
+    NO_STORE,
+  );
+}

@@ -1,0 +1,67 @@
+import type { FamilyGrant } from "../../../durable-objects/refresh-token-rotator";
+import type { Client } from "../../shared/clients";
+import type { Config } from "../../shared/config";
+import type { Env } from "../../shared/env";
+import { signAccessToken, signIdToken } from "../../shared/tokens";
+
+export interface TokenResponse {
+  access_token: string;
+  token_type: "Bearer";
+  expires_in: number;
+  id_token: string;
+  scope: string;
+  refresh_token?: string;
+}
+
+/** What one token response is made of; a grace-window retry rebuilds the same response from it. */
+export interface IssuePlan {
+  grant: FamilyGrant & { nonce?: string };
+  grantId: string;
+  scope: string;
+  jti: string;
+  iat: number;
+  refreshToken?: string;
+}
+
+/**
+ * Signs the access and ID tokens of a token response. Both are RS256 (deterministic) unless the client
+ * registered ES256 for ID tokens, so a retry within the refresh grace window gets the same bytes.
+ */
+export async function buildTokenResponse(
+  env: Env,
+  config: Config,
+  client: Client,
+  plan: IssuePlan,
+): Promise<TokenResponse> {
+  const { grant } = plan;
+  const [access_token, id_token] = await Promise.all([
+    signAccessToken(env, config, {
+      sub: grant.sub,
+      client_id: client.client_id,
+      scope: plan.scope,
+      sid: grant.sid,
+      grant_id: plan.grantId,
+      auth_time: grant.auth_time,
+      jti: plan.jti,
+      iat: plan.iat,
+    }),
+    signIdToken(env, config, client.id_token_signed_response_alg, {
+      sub: grant.sub,
+      aud: client.client_id,
+      auth_time: grant.auth_time,
+      nonce: grant.nonce,
+      sid: grant.sid,
+      iat: plan.iat,
+      email: plan.scope.split(" ").includes("email") ? grant.email : undefined,
+    }),
+  ]);
+  const response: TokenResponse = {
+    access_token,
+    token_type: "Bearer",
+    expires_in: config.POLICY.access_token_ttl_seconds,
+    id_token,
+    scope: plan.scope,
+  };
+  if (plan.refreshToken) response.refresh_token = plan.refreshToken;
+  return response;
+}

@@ -1,0 +1,60 @@
+import type { FamilyGrant } from "../../../durable-objects/refresh-token-rotator";
+import type { Config } from "../../shared/config";
+import { sha256 } from "../../shared/crypto";
+import type { Env } from "../../shared/env";
+import { parseId } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
+import { type AccessTokenClaims, isRevoked, verifyAccessToken } from "../../shared/tokens";
+import { findUser, userStillValid } from "../../shared/users";
+
+export type KnownToken =
+  | { type: "access_token"; claims: AccessTokenClaims; active: boolean }
+  | {
+      type: "refresh_token";
+      grantId: string;
+      familyHash: string;
+      grant: FamilyGrant & { expires_at: number };
+      active: boolean;
+    };
+
+/**
+ * What a presented token is, for revocation (RFC 7009) and introspection (RFC 7662): a Keyway access
+ * token (signature checked; `active` also requires not expired, not revoked, user still valid), or
+ * the current refresh token of a live family. Anything else is null.
+ */
+export async function lookupToken(env: Env, config: Config, token: string, hint?: string): Promise<KnownToken | null> {
+  const looksLikeJwt = token.split(".").length === 3;
+  const order = hint === "refresh_token" || !looksLikeJwt ? [refreshToken, accessToken] : [accessToken, refreshToken];
+  for (const lookup of order) {
+    const found = await lookup(env, config, token);
+    if (found) return found;
+  }
+  return null;
+}
+
+async function accessToken(env: Env, config: Config, token: string): Promise<KnownToken | null> {
+  const claims = await verifyAccessToken(env, config, token);
+  if (!claims) return null;
+  const [revoked, user] = await Promise.all([isRevoked(env, config, claims), findUser(env, claims.sub)]);
+  return { type: "access_token", claims, active: !revoked && userStillValid(user, claims.iat ?? 0) };
+}
+
+async function refreshToken(env: Env, config: Config, token: string): Promise<KnownToken | null> {
+  const grantId = token.slice(0, Math.max(0, token.indexOf(".")));
+  const parsed = parseId(config.SHARDS, "grant", grantId);
+  if (!parsed || token.length > 200) return null;
+  const [familyHash, tokenHash] = await Promise.all([sha256(grantId), sha256(token)]);
+  const grant = await shard(env, "refresh", parsed.ref).familyOf(familyHash, tokenHash, Date.now());
+  if (!grant) return null;
+  const [revoked, user] = await Promise.all([
+    isRevoked(env, config, { sid: grant.sid, grant_id: grantId }),
+    findUser(env, grant.sub),
+  ]);
+  return {
+    type: "refresh_token",
+    grantId,
+    familyHash,
+    grant,
+    active: !revoked && userStillValid(user, grant.auth_time),
+  };
+}

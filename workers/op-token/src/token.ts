@@ -1,0 +1,173 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../../shared/app";
+import { authenticateClient, type Client } from "../../shared/clients";
+import type { Config } from "../../shared/config";
+import { base64url, randomToken, seal, sha256, unseal } from "../../shared/crypto";
+import type { Env } from "../../shared/env";
+import { OAuthError } from "../../shared/errors";
+import { json, NO_STORE, readForm } from "../../shared/http";
+import { issueId, parseId } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
+import { isRevoked, newJti, revokeInSidShard } from "../../shared/tokens";
+import { findUser, userStillValid } from "../../shared/users";
+import { buildTokenResponse, type IssuePlan } from "./issue";
+
+const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
+const invalidGrant = (description: string) => new OAuthError("invalid_grant", description);
+
+/** POST /token (RFC 6749 §3.2): authorization_code with PKCE, and refresh_token with rotation. */
+export async function token(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  const form = await readForm(c.req.raw);
+  const client = await authenticateClient(c.env, config, c.req.raw, form);
+  const grantType = form.grant_type;
+  if (!grantType) throw new OAuthError("invalid_request", "grant_type is required");
+  if (grantType !== "authorization_code" && grantType !== "refresh_token")
+    throw new OAuthError("unsupported_grant_type", `grant_type ${grantType} is not supported`);
+  if (!client.grant_types.includes(grantType))
+    throw new OAuthError("unauthorized_client", `the client may not use ${grantType}`);
+  const body =
+    grantType === "authorization_code"
+      ? await redeemCode(c.env, config, client, form)
+      : await refresh(c.env, config, client, form);
+  return json(body, 200, NO_STORE);
+}
+
+async function redeemCode(env: Env, config: Config, client: Client, form: Record<string, string>) {
+  const { code, redirect_uri: redirectUri, code_verifier: verifier } = form;
+  if (!code) throw new OAuthError("invalid_request", "code is required");
+  if (!redirectUri) throw new OAuthError("invalid_request", "redirect_uri is required");
+  // RFC 7636 §4.6: a missing or malformed verifier fails like a wrong one.
+  if (!verifier || !VERIFIER.test(verifier)) throw invalidGrant("code_verifier is missing or malformed");
+  const parsed = parseId(config.SHARDS, "code", code);
+  if (!parsed) throw invalidGrant("the code is invalid, expired or used");
+
+  const now = Date.now();
+  const { id: grantId, ref: familyRef } = issueId(config.SHARDS, "grant");
+  const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+  const result = await shard(env, "code", parsed.ref).consumeCode(await sha256(code), grantId, now, {
+    client_id: client.client_id,
+    redirect_uri: redirectUri,
+    code_challenge: challenge,
+  });
+  if (result.status === "reused") {
+    // RFC 6749 §4.1.2: revoke what the first redemption issued.
+    await revokeGrant(env, config, result.grant_id, result.sid);
+    throw invalidGrant("the code was already used; its tokens are revoked");
+  }
+  if (result.status !== "ok") throw invalidGrant("the code is invalid, expired or used");
+
+  const { grant } = result;
+  const plan: IssuePlan = {
+    grant: {
+      client_id: client.client_id,
+      sub: grant.sub,
+      email: grant.email,
+      sid: grant.sid,
+      scope: grant.scope,
+      auth_time: grant.auth_time,
+      ...(grant.nonce !== undefined ? { nonce: grant.nonce } : {}),
+    },
+    grantId,
+    scope: grant.scope,
+    jti: newJti(config, grant.sid),
+    iat: Math.floor(now / 1000),
+  };
+  if (grant.scope.split(" ").includes("offline_access")) {
+    plan.refreshToken = `${grantId}.${randomToken(32)}`;
+    const { nonce: _nonce, ...familyGrant } = plan.grant;
+    const [familyHash, tokenHash] = await Promise.all([sha256(grantId), sha256(plan.refreshToken)]);
+    await shard(env, "refresh", familyRef).createFamily(
+      familyHash,
+      tokenHash,
+      familyGrant,
+      now,
+      now + config.POLICY.refresh_token_ttl_seconds * 1000,
+    );
+  }
+  return buildTokenResponse(env, config, client, plan);
+}
+
+/** What a rotation decides before it is stored; sealed so a retry in the grace window gets the same answer. */
+interface RotationPlan {
+  next: string;
+  iat: number;
+  scope: string | null;
+  jtiSecret: string;
+}
+
+/** Refresh-token rotation (RFC 9700 §4.14.2) with a grace window for duplicate retries. */
+async function refresh(env: Env, config: Config, client: Client, form: Record<string, string>) {
+  const presented = form.refresh_token;
+  if (!presented) throw new OAuthError("invalid_request", "refresh_token is required");
+  const grantId = presented.slice(0, Math.max(0, presented.indexOf(".")));
+  const parsed = parseId(config.SHARDS, "grant", grantId);
+  if (!parsed || presented.length > 200) throw invalidGrant("the refresh token is invalid");
+  const requestedScope = form.scope !== undefined ? form.scope.split(" ").filter(Boolean) : null;
+
+  const now = Date.now();
+  const fresh: RotationPlan = {
+    next: `${grantId}.${randomToken(32)}`,
+    iat: Math.floor(now / 1000),
+    scope: requestedScope ? requestedScope.join(" ") : null,
+    jtiSecret: randomToken(32),
+  };
+  const [presentedHash, nextHash, familyHash, sealed] = await Promise.all([
+    sha256(presented),
+    sha256(fresh.next),
+    sha256(grantId),
+    seal(presented, JSON.stringify(fresh)),
+  ]);
+  const rotator = shard(env, "refresh", parsed.ref);
+  const result = await rotator.rotateRefresh(
+    familyHash,
+    presentedHash,
+    client.client_id,
+    nextHash,
+    sealed,
+    now,
+    config.POLICY.refresh_grace_seconds * 1000,
+    requestedScope,
+  );
+  if (result.status === "invalid_scope") throw new OAuthError("invalid_scope", "a refresh cannot widen the scope");
+  if (result.status === "invalid") throw invalidGrant("the refresh token is invalid, expired or revoked");
+  if (result.status === "reuse_detected") {
+    // The family is revoked in the rotator; the grant mark kills the access tokens issued from it.
+    await revokeInSidShard(env, config, result.grant.sid, [`grant:${grantId}`]);
+    throw invalidGrant("the refresh token was already used; its login is revoked");
+  }
+
+  let plan = fresh;
+  if (result.status === "retry") {
+    const opened = await unseal(presented, result.sealed);
+    if (!opened) throw invalidGrant("the refresh token is invalid");
+    plan = JSON.parse(opened) as RotationPlan;
+  }
+  const { grant } = result;
+  // Tokens die with their login: a revoked session or grant, or a revoked or deleted user.
+  const [revoked, user] = await Promise.all([
+    isRevoked(env, config, { sid: grant.sid, grant_id: grantId }),
+    findUser(env, grant.sub),
+  ]);
+  if (revoked || !userStillValid(user, grant.auth_time)) {
+    await rotator.revokeFamily(familyHash);
+    throw invalidGrant("the login this refresh token belongs to has ended");
+  }
+  return buildTokenResponse(env, config, client, {
+    grant: { ...grant, email: user.email },
+    grantId,
+    scope: plan.scope ?? grant.scope,
+    jti: newJti(config, grant.sid, plan.jtiSecret),
+    iat: plan.iat,
+    refreshToken: plan.next,
+  });
+}
+
+/** Revokes every token of one grant: its refresh family and, via the grant mark, its access tokens. */
+export async function revokeGrant(env: Env, config: Config, grantId: string, sid: string): Promise<void> {
+  const parsed = parseId(config.SHARDS, "grant", grantId);
+  await Promise.all([
+    revokeInSidShard(env, config, sid, [`grant:${grantId}`]),
+    parsed ? sha256(grantId).then((h) => shard(env, "refresh", parsed.ref).revokeFamily(h)) : undefined,
+  ]);
+}

@@ -1,0 +1,11 @@
+/**
+ * Which Worker serves which path. In production each Worker has routes on the issuer's host
+ * (see each wrangler.toml); locally the dev gateway dispatches by this table.
+ */
+export type WorkerName = "op-auth" | "op-token" | "op-mgmt";
+
+export function workerFor(pathname: string): WorkerName {
+  if (pathname.startsWith("/admin/")) return "op-mgmt";
+  if (["/token", "/userinfo", "/revoke", "/introspect", "/jwks.json"].includes(pathname)) return "op-token";
+  return "op-auth";
+}

@@ -1,0 +1,36 @@
+import { Hono } from "hono";
+import { type Config, ConfigError, loadConfig } from "./config";
+import type { Env } from "./env";
+import { errorResponse, OAuthError } from "./errors";
+
+export type AppEnv = { Bindings: Env; Variables: { config: Config } };
+
+/**
+ * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503
+ * and logs why), every error rendered by `errorResponse`, unknown paths 404 in the same shape.
+ */
+export function createApp(): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use(async (c, next) => {
+    let config: Config;
+    try {
+      config = loadConfig(c.env);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        console.error(err.message);
+        throw new OAuthError("temporarily_unavailable", "Keyway is not configured", { retryAfter: 30, status: 503 });
+      }
+      throw err;
+    }
+    c.set("config", config);
+    await next();
+  });
+  app.onError((err) => errorResponse(err));
+  app.notFound(() => errorResponse(new OAuthError("not_found", "no such endpoint")));
+  return app;
+}
+
+/** 405 for a known path with a method it does not take (checklist C8). */
+export function methodNotAllowed(allow: string): never {
+  throw new OAuthError("invalid_request", "method not allowed", { status: 405, headers: { Allow: allow } });
+}

@@ -1,0 +1,89 @@
+/** Small crypto helpers over WebCrypto. Keys are imported once per isolate and cached. */
+
+const encoder = new TextEncoder();
+
+export function base64url(bytes: ArrayBuffer | Uint8Array): string {
+  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  let s = "";
+  for (let i = 0; i < u8.length; i++) s += String.fromCharCode(u8[i] as number);
+  return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function base64urlDecode(value: string): Uint8Array {
+  const b64 = value.replace(/-/g, "+").replace(/_/g, "/");
+  const bin = atob(b64 + "===".slice((b64.length + 3) % 4));
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** `bytes` of CSPRNG output, base64url. 32 bytes gives 256 bits. */
+export function randomToken(bytes = 32): string {
+  return base64url(crypto.getRandomValues(new Uint8Array(bytes)));
+}
+
+/** A uniformly distributed string of `digits` decimal digits (rejection sampling, no modulo bias). */
+export function randomDigits(digits: number): string {
+  const limit = 10 ** digits;
+  const ceiling = Math.floor(0x1_0000_0000 / limit) * limit;
+  const buf = new Uint32Array(1);
+  for (;;) {
+    crypto.getRandomValues(buf);
+    const v = buf[0] as number;
+    if (v < ceiling) return String(v % limit).padStart(digits, "0");
+  }
+}
+
+export async function sha256(value: string): Promise<string> {
+  return base64url(await crypto.subtle.digest("SHA-256", encoder.encode(value)));
+}
+
+const hmacKeys = new Map<string, Promise<CryptoKey>>();
+
+function hmacKey(secret: string): Promise<CryptoKey> {
+  let key = hmacKeys.get(secret);
+  if (!key) {
+    key = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    hmacKeys.set(secret, key);
+  }
+  return key;
+}
+
+export async function hmac(secret: string, message: string): Promise<string> {
+  return base64url(await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(message)));
+}
+
+/** Constant-time comparison of two strings (workerd's timingSafeEqual needs equal lengths). */
+export function timingSafeEqualString(a: string, b: string): boolean {
+  const ab = encoder.encode(a);
+  const bb = encoder.encode(b);
+  if (ab.byteLength !== bb.byteLength) return false;
+  return crypto.subtle.timingSafeEqual(ab, bb);
+}
+
+async function aesKey(material: string): Promise<CryptoKey> {
+  const raw = await crypto.subtle.digest("SHA-256", encoder.encode(`keyway-seal:${material}`));
+  return crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
+}
+
+/** Seals `plaintext` under a key derived from `material` (a high-entropy token). */
+export async function seal(material: string, plaintext: string): Promise<string> {
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const ct = await crypto.subtle.encrypt({ name: "AES-GCM", iv }, await aesKey(material), encoder.encode(plaintext));
+  return `${base64url(iv)}.${base64url(ct)}`;
+}
+
+export async function unseal(material: string, sealed: string): Promise<string | null> {
+  const [iv, ct] = sealed.split(".");
+  if (!iv || !ct) return null;
+  try {
+    const pt = await crypto.subtle.decrypt(
+      { name: "AES-GCM", iv: base64urlDecode(iv) },
+      await aesKey(material),
+      base64urlDecode(ct),
+    );
+    return new TextDecoder().decode(pt);
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,160 @@
+import { invalidRequest, OAuthError } from "./errors";
+
+export const MAX_BODY_BYTES = 64 * 1024;
+
+const fatalUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
+/**
+ * Reads the request body as text: 413 over 64 KB (checked on Content-Length before reading, and
+ * again while reading for chunked bodies), 400 for invalid UTF-8 or NUL bytes.
+ */
+export async function readBodyText(req: Request): Promise<string> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null && Number(declared) > MAX_BODY_BYTES) throw tooLarge();
+  if (!req.body) return "";
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      await reader.cancel();
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    bytes.set(c, offset);
+    offset += c.byteLength;
+  }
+  let text: string;
+  try {
+    text = fatalUtf8.decode(bytes);
+  } catch {
+    throw invalidRequest("the body is not valid UTF-8");
+  }
+  if (text.includes("\0")) throw invalidRequest("the body contains a NUL byte");
+  return text;
+}
+
+const tooLarge = () => new OAuthError("payload_too_large", `the body exceeds ${MAX_BODY_BYTES} bytes`);
+
+function mediaType(req: Request): string {
+  return (req.headers.get("content-type") ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+export function isForm(req: Request): boolean {
+  return mediaType(req) === "application/x-www-form-urlencoded";
+}
+
+/**
+ * A form body as a flat record. RFC 6749 §3.1: a parameter sent more than once is an error.
+ * Values are checked for NUL and control characters other than tab/CR/LF.
+ */
+export function parseForm(text: string): Record<string, string> {
+  let params: URLSearchParams;
+  try {
+    params = new URLSearchParams(text);
+  } catch {
+    throw invalidRequest("malformed form body");
+  }
+  return paramsToRecord(params);
+}
+
+export function paramsToRecord(params: URLSearchParams): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of params) {
+    if (Object.hasOwn(out, k)) throw invalidRequest(`parameter ${k} is repeated`);
+    if (v.includes("\0") || k.includes("\0")) throw invalidRequest(`parameter ${k} contains a NUL byte`);
+    if (/[\uD800-\uDFFF]/.test(v) && !v.isWellFormed()) throw invalidRequest(`parameter ${k} is not valid UTF-8`);
+    out[k] = v;
+  }
+  return out;
+}
+
+/** The body of a form-only endpoint (RFC 6749 §3.2: the token endpoint takes form encoding). */
+export async function readForm(req: Request): Promise<Record<string, string>> {
+  if (!isForm(req)) throw new OAuthError("invalid_request", "the body must be application/x-www-form-urlencoded");
+  return parseForm(await readBodyText(req));
+}
+
+/** A JSON object body, or the form encoding of the same fields. */
+export async function readJsonOrForm(req: Request): Promise<{ body: Record<string, unknown>; form: boolean }> {
+  const text = await readBodyText(req);
+  if (isForm(req)) return { body: parseForm(text), form: true };
+  if (mediaType(req) !== "application/json") throw invalidRequest("the body must be JSON or form encoded");
+  return { body: parseJsonObject(text), form: false };
+}
+
+export function parseJsonObject(text: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw invalidRequest("the body is not valid JSON");
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw invalidRequest("the body must be a JSON object");
+  return value as Record<string, unknown>;
+}
+
+export function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "Content-Type": "application/json; charset=utf-8", ...headers },
+  });
+}
+
+export const NO_STORE = { "Cache-Control": "no-store", Pragma: "no-cache" } as const;
+
+export function getCookie(req: Request, name: string): string | null {
+  const header = req.headers.get("cookie");
+  if (!header) return null;
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return null;
+}
+
+export interface CookieOptions {
+  secure: boolean;
+  maxAge?: number;
+}
+
+/** CONTRACT §2: `__Host-` prefix on https; HttpOnly, SameSite=Lax, Path=/, never a Domain. */
+export function cookieName(base: string, secure: boolean): string {
+  return secure ? `__Host-${base}` : base;
+}
+
+export function setCookie(name: string, value: string, opts: CookieOptions): string {
+  const parts = [`${name}=${value}`, "Path=/", "HttpOnly", "SameSite=Lax"];
+  if (opts.secure) parts.push("Secure");
+  if (opts.maxAge !== undefined) parts.push(`Max-Age=${opts.maxAge}`);
+  return parts.join("; ");
+}
+
+export function clearCookie(name: string, secure: boolean): string {
+  return setCookie(name, "", { secure, maxAge: 0 });
+}
+
+/** Headers for every HTML page: no framing (CSP frame-ancestors), no sniffing, no referrer leaks. */
+export function pageSecurityHeaders(nonce: string): Record<string, string> {
+  return {
+    "Content-Type": "text/html; charset=utf-8",
+    "Content-Security-Policy": `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'`,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+  };
+}
+
+export function escapeHtml(value: string): string {
+  return value.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}

@@ -1,0 +1,29 @@
+import type { Env } from "./env";
+import { objectName, type ShardRef } from "./sharding";
+
+const BINDING = {
+  session: "SESSIONS",
+  challenge: "CHALLENGES",
+  code: "AUTH_CODES",
+  revocation: "REVOCATIONS",
+  refresh: "REFRESH_TOKENS",
+} as const;
+
+type Binding = (typeof BINDING)[keyof typeof BINDING];
+type StubOf<S extends ShardRef["store"]> =
+  Env[(typeof BINDING)[S]] extends DurableObjectNamespace<infer T> ? DurableObjectStub<T> : never;
+
+/** The stub of the shard `ref` names. Ids map to objects by name, so the mapping never changes. */
+export function shard<S extends ShardRef["store"]>(env: Env, store: S, ref: ShardRef): StubOf<S> {
+  if (ref.store !== store) throw new Error(`a ${ref.store} route cannot reach the ${store} store`);
+  const ns = env[BINDING[store] as Binding] as unknown as DurableObjectNamespace;
+  return ns.get(ns.idFromName(objectName(ref))) as unknown as StubOf<S>;
+}
+
+/** A shard route as text, for storing (e.g. a transaction remembers where its challenge lives). */
+export const routeToString = (ref: ShardRef) => `${ref.store}:${ref.gen}:${ref.shard}`;
+export function routeFromString(value: string): ShardRef | null {
+  const [store, gen, shardNo] = value.split(":");
+  if (!store || gen === undefined || shardNo === undefined) return null;
+  return { store: store as ShardRef["store"], gen: Number(gen), shard: Number(shardNo) };
+}

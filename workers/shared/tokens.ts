@@ -1,0 +1,166 @@
+import { decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from "jose";
+import type { Config } from "./config";
+import type { Env } from "./env";
+import { OAuthError } from "./errors";
+import { keyRing, type SigningAlg } from "./keys";
+import { ID_PREFIX, issueId, parseId } from "./sharding";
+import { shard } from "./stores";
+
+/** Claims Keyway puts in an access token besides the RFC 9068 ones: `sid` and `grant_id` drive revocation. */
+export interface AccessTokenClaims extends JWTPayload {
+  sub: string;
+  client_id: string;
+  scope: string;
+  jti: string;
+  sid: string;
+  grant_id: string;
+  auth_time: number;
+}
+
+export function accessTokenAudience(config: Config): string {
+  return `${config.ISSUER}/userinfo`;
+}
+
+/**
+ * A jti placed in the revocation shard of its session, so one call checks jti, grant and sid.
+ * `secret` makes it reproducible (a refresh retry re-signs the same token).
+ */
+export function newJti(config: Config, sid: string, secret?: string): string {
+  const parsed = parseId(config.SHARDS, "sid", sid);
+  if (!parsed) throw new Error("sid is not a Keyway sid");
+  return issueId(config.SHARDS, "jti", parsed.ref, secret).id;
+}
+
+export async function signAccessToken(
+  env: Env,
+  config: Config,
+  c: {
+    sub: string;
+    client_id: string;
+    scope: string;
+    sid: string;
+    grant_id: string;
+    auth_time: number;
+    jti: string;
+    iat: number;
+  },
+): Promise<string> {
+  const key = (await keyRing(env, config)).signing.RS256;
+  // RFC 9068 §2.1: typ "at+jwt"; RS256 is the algorithm every resource server must support.
+  return new SignJWT({
+    client_id: c.client_id,
+    scope: c.scope,
+    sid: c.sid,
+    grant_id: c.grant_id,
+    auth_time: c.auth_time,
+  })
+    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
+    .setIssuer(config.ISSUER)
+    .setSubject(c.sub)
+    .setAudience(accessTokenAudience(config))
+    .setJti(c.jti)
+    .setIssuedAt(c.iat)
+    .setExpirationTime(c.iat + config.POLICY.access_token_ttl_seconds)
+    .sign(key.key);
+}
+
+export async function signIdToken(
+  env: Env,
+  config: Config,
+  alg: SigningAlg,
+  c: {
+    sub: string;
+    aud: string;
+    auth_time: number;
+    nonce?: string | undefined;
+    sid: string;
+    iat: number;
+    email?: string | undefined;
+  },
+): Promise<string> {
+  const key = (await keyRing(env, config)).signing[alg];
+  const claims: JWTPayload = { auth_time: c.auth_time, amr: ["otp"], sid: c.sid };
+  if (c.nonce !== undefined) claims.nonce = c.nonce;
+  if (c.email !== undefined) {
+    claims.email = c.email;
+    claims.email_verified = true;
+  }
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg, typ: "JWT", kid: key.kid })
+    .setIssuer(config.ISSUER)
+    .setSubject(c.sub)
+    .setAudience(c.aud)
+    .setIssuedAt(c.iat)
+    .setExpirationTime(c.iat + config.POLICY.id_token_ttl_seconds)
+    .sign(key.key);
+}
+
+const invalidToken = (description: string) =>
+  new OAuthError("invalid_token", description, {
+    wwwAuthenticate: `Bearer error="invalid_token", error_description="${description}"`,
+  });
+
+/**
+ * Verifies a Keyway access token: signature by a published key (alg from the key, never from the
+ * token: `none` and HS256-with-the-public-key are refused), `typ`, issuer, audience, expiry. Returns
+ * null for anything that is not a valid token.
+ */
+export async function verifyAccessToken(env: Env, config: Config, token: string): Promise<AccessTokenClaims | null> {
+  if (token.length > 4096 || token.split(".").length !== 3) return null;
+  let kid: string | undefined;
+  try {
+    kid = decodeProtectedHeader(token).kid;
+  } catch {
+    return null;
+  }
+  const ring = await keyRing(env, config);
+  const entry = kid ? ring.verification.get(kid) : undefined;
+  if (!entry) return null;
+  try {
+    const { payload } = await jwtVerify(token, entry.key, {
+      algorithms: [entry.alg],
+      typ: "at+jwt",
+      issuer: config.ISSUER,
+      audience: accessTokenAudience(config),
+      requiredClaims: ["sub", "jti", "exp", "iat", "client_id", "sid", "grant_id"],
+    });
+    return payload as AccessTokenClaims;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether any of a login's revocation marks is set: its session (`sid`), its grant, or one token's
+ * jti. All live in the revocation shard the sid names. An unroutable sid counts as revoked.
+ */
+export async function isRevoked(
+  env: Env,
+  config: Config,
+  m: { sid: string; grant_id: string; jti?: string },
+): Promise<boolean> {
+  const parsed = parseId(config.SHARDS, "sid", m.sid);
+  if (!parsed) return true;
+  const keys = [`sid:${m.sid}`, `grant:${m.grant_id}`];
+  if (m.jti) keys.push(`jti:${m.jti}`);
+  return shard(env, "revocation", parsed.ref).anyRevoked(keys);
+}
+
+/** Verified and not revoked; otherwise the RFC 6750 §3.1 `invalid_token` error. */
+export async function requireLiveAccessToken(env: Env, config: Config, token: string): Promise<AccessTokenClaims> {
+  const claims = await verifyAccessToken(env, config, token);
+  if (!claims) throw invalidToken("the access token is invalid or expired");
+  if (await isRevoked(env, config, claims)) throw invalidToken("the access token has been revoked");
+  return claims;
+}
+
+/** Revokes a session's or grant's tokens in the revocation shard its sid names. */
+export async function revokeInSidShard(env: Env, config: Config, sid: string, keys: string[]): Promise<void> {
+  const parsed = parseId(config.SHARDS, "sid", sid);
+  if (!parsed) return;
+  const horizon =
+    Date.now() + Math.max(config.POLICY.access_token_ttl_seconds, config.POLICY.refresh_token_ttl_seconds) * 1000;
+  await shard(env, "revocation", parsed.ref).revoke(keys, horizon);
+}
+
+export const isKeywayRefreshToken = (token: string) => token.startsWith(`${ID_PREFIX.grant}_`);

@@ -1,0 +1,39 @@
+import { randomToken } from "./crypto";
+import type { Env } from "./env";
+
+export interface User {
+  id: string;
+  email: string;
+  name: string | null;
+  created_at: number;
+  updated_at: number;
+  last_login_at: number | null;
+  revoked_at: number | null;
+}
+
+export const newUserId = () => `usr_${randomToken(16)}`;
+
+export async function findUserByEmail(env: Env, email: string): Promise<User | null> {
+  return env.DB.prepare("SELECT * FROM users WHERE email = ?").bind(email).first<User>();
+}
+
+export async function findUser(env: Env, id: string): Promise<User | null> {
+  return env.DB.prepare("SELECT * FROM users WHERE id = ?").bind(id).first<User>();
+}
+
+/** Sign-up is sign-in: the first verified email creates its user. One round trip either way. */
+export async function findOrCreateUser(env: Env, email: string, now: number): Promise<User> {
+  const created = await env.DB.prepare(
+    `INSERT INTO users (id, email, created_at, updated_at) VALUES (?, ?, ?, ?)
+     ON CONFLICT(email) DO UPDATE SET email = email RETURNING *`,
+  )
+    .bind(newUserId(), email, now, now)
+    .first<User>();
+  if (!created) throw new Error("user upsert returned no row");
+  return created;
+}
+
+/** A token or session issued at `issuedAtSeconds` for `user` is still good (not deleted, not revoked since). */
+export function userStillValid(user: User | null, issuedAtSeconds: number): user is User {
+  return user !== null && (user.revoked_at === null || user.revoked_at < issuedAtSeconds * 1000);
+}
