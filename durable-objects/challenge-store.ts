@@ -50,11 +50,16 @@ export class ChallengeStore extends ShardStore {
         last_sent_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL)`,
       "CREATE INDEX IF NOT EXISTS email_limits_exp ON email_limits(expires_at)",
+      `CREATE TABLE IF NOT EXISTS ip_quota (
+        bucket TEXT PRIMARY KEY,
+        used INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL)`,
+      "CREATE INDEX IF NOT EXISTS ip_quota_exp ON ip_quota(expires_at)",
     ];
   }
 
   protected expiringTables(): string[] {
-    return ["challenges", "email_limits"];
+    return ["challenges", "email_limits", "ip_quota"];
   }
 
   private limits(emailKey: string, now: number): Limits {
@@ -122,6 +127,29 @@ export class ChallengeStore extends ShardStore {
     return { ok: true, expires_in: p.otp_ttl_seconds, resend_after: p.resend_interval_seconds };
   }
 
+  /** Takes one unit of an IP's per-minute quota for `action` (fixed one-minute windows). */
+  async takeIpQuota(
+    ipKey: string,
+    action: "generate" | "verify",
+    perMinute: number,
+    now: number,
+  ): Promise<QuotaResult> {
+    const windowStart = now - (now % 60_000);
+    const bucket = `${action}:${ipKey}:${windowStart}`;
+    const expiresAt = windowStart + 60_000;
+    const row = this.sql
+      .exec<{ used: number }>(
+        `INSERT INTO ip_quota (bucket, used, expires_at) VALUES (?, 1, ?)
+         ON CONFLICT(bucket) DO UPDATE SET used = used + 1 RETURNING used`,
+        bucket,
+        expiresAt,
+      )
+      .one();
+    if (row.used === 1) await this.expireAt(expiresAt);
+    if (row.used > perMinute) return { ok: false, retry_after: Math.max(1, Math.ceil((expiresAt - now) / 1000)) };
+    return { ok: true };
+  }
+
   /**
    * Checks a code for an email within the login transaction that requested it. A wrong code counts
    * an attempt on the challenge and a failure for the email; the challenge dies after the allowed
@@ -154,6 +182,12 @@ export class ChallengeStore extends ShardStore {
     });
   }
 }
+
+/**
+ * Per-IP quotas live in the ChallengeStore shard of the IP (keyed by an HMAC of the address), so the
+ * limiter is sharded like everything else: no single global object on the login path.
+ */
+export type QuotaResult = { ok: true } | { ok: false; retry_after: number };
 
 function equal(a: string, b: string): boolean {
   const ab = encoder.encode(a);

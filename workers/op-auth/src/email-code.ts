@@ -10,7 +10,8 @@ import { mailerFor } from "../../shared/mailer";
 import { issueId, type ParsedId, parseId, routeKey } from "../../shared/sharding";
 import { routeFromString, routeToString, shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
-import { codeStep, emailStep } from "./login-page";
+import { takeIpQuota } from "./ip-quota";
+import { codeStep, emailStep, errorPage } from "./login-page";
 import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
 
 const OTP_DIGITS = 6;
@@ -22,6 +23,10 @@ interface LoginPost {
   body: Record<string, unknown>;
 }
 
+const fail = (code: "invalid_request" | "invalid_code", description: string) =>
+  new OAuthError(code, description, { headers: NO_STORE });
+const invalidCode = () => fail("invalid_code", "the code is wrong, expired or already used");
+
 /**
  * The checks every login-page POST shares: same-origin (checklist E4), body within limits, and a
  * `tx` that names a transaction and matches this browser's transaction cookie (CSRF binding).
@@ -29,16 +34,61 @@ interface LoginPost {
 async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
   const config = c.get("config");
   const origin = c.req.header("origin");
-  if (origin !== undefined && origin !== new URL(config.ISSUER).origin)
+  if (
+    (origin !== undefined && origin !== new URL(config.ISSUER).origin) ||
+    c.req.header("sec-fetch-site") === "cross-site"
+  )
     throw new OAuthError("forbidden", "cross-origin request refused", { headers: NO_STORE });
-  if (c.req.header("sec-fetch-site") === "cross-site")
-    throw new OAuthError("forbidden", "cross-site request refused", { headers: NO_STORE });
   const { body, form } = await readJsonOrForm(c.req.raw);
   const cookie = getCookie(c.req.raw, cookieName(TX_COOKIE, config.secureCookies));
   const tx = parseId(config.SHARDS, "tx", body.tx);
-  if (!tx || cookie !== tx.id)
-    throw new OAuthError("invalid_request", "the login transaction is missing, unknown or not this browser's");
+  if (!tx || cookie !== tx.id) {
+    const err = fail("invalid_request", "the login transaction is missing, unknown or not this browser's");
+    if (form) throw new PageResponse(errorPage("Sign-in expired", "Start again from the application.", 400, NO_STORE));
+    throw err;
+  }
   return { form, tx, txHash: await sha256(tx.id), body };
+}
+
+/** A finished page to answer with (form posts), carried out of the shared checks. */
+class PageResponse extends Error {
+  constructor(readonly response: Response) {
+    super("page response");
+  }
+}
+
+/**
+ * Runs a login-page POST. JSON callers get errors as OAuth JSON; a browser posting the form gets
+ * the same status on the login page again, with a message and the step it was on.
+ */
+function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, post: LoginPost) => Promise<Response>) {
+  return async (c: Context<AppEnv>): Promise<Response> => {
+    let post: LoginPost | undefined;
+    try {
+      post = await readLoginPost(c);
+      return await handler(c, post);
+    } catch (err) {
+      if (err instanceof PageResponse) return err.response;
+      if (!(err instanceof OAuthError) || !post?.form) throw err;
+      const config = c.get("config");
+      const retry = err.options.retryAfter;
+      const message =
+        err.code === "invalid_code"
+          ? "That code is not right, or it has expired."
+          : err.status === 429
+            ? `Too many tries. Wait ${retry ?? 60} seconds and try again.`
+            : (err.description ?? "Something went wrong.");
+      const common = {
+        issuerName: config.ISSUER_NAME,
+        tx: post.tx.id,
+        error: message,
+        status: err.status,
+        headers: { ...NO_STORE, ...(retry ? { "Retry-After": String(retry) } : {}) },
+      };
+      const email = normalizeEmail(post.body.email);
+      return step === "verify" && email ? codeStep({ ...common, email }) : emailStep(common);
+    }
+  };
 }
 
 const emailKeyOf = (config: Config, email: string) => hmac(config.OTP_HMAC_SECRET, `email:${email}`);
@@ -56,39 +106,25 @@ function otpPolicy(config: Config): OtpPolicy {
   };
 }
 
-/** Renders an error for JSON callers as-is, and for the login page as the page again with a message. */
-function pageOr(c: Context<AppEnv>, post: LoginPost | null, err: OAuthError, email?: string): never | Response {
-  if (!post?.form) throw err;
-  const config = c.get("config");
-  const message =
-    err.code === "invalid_code"
-      ? "That code is not right, or it has expired."
-      : err.code === "too_many_attempts" || err.code === "too_many_requests" || err.code === "slow_down"
-        ? `Too many tries. Wait ${err.options.retryAfter ?? 60} seconds and try again.`
-        : (err.description ?? "Something went wrong.");
-  const headers = err.options.retryAfter ? { "Retry-After": String(err.options.retryAfter) } : undefined;
-  return email
-    ? codeStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, email, error: message, status: err.status, headers })
-    : emailStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, error: message, status: err.status, headers });
+function requireEmail(post: LoginPost): string {
+  const email = normalizeEmail(post.body.email);
+  if (!email) throw fail("invalid_request", "email must be one valid address");
+  return email;
 }
 
 /** EmailCodeGenerate (CONTRACT §2.2): the same answer whether or not the address has an account. */
-export async function generateCode(c: Context<AppEnv>): Promise<Response> {
+export const generateCode = loginPost("generate", async (c, post) => {
   const config = c.get("config");
-  const post = await readLoginPost(c);
-  const email = normalizeEmail(post.body.email);
-  if (!email)
-    return pageOr(c, post, new OAuthError("invalid_request", "email must be one valid address", { headers: NO_STORE }));
+  const email = requireEmail(post);
   const now = Date.now();
   const emailKey = await emailKeyOf(config, email);
   const challengeRef = routeKey(config.SHARDS, "challenge", emailKey);
 
-  if (!(await shard(c.env, "session", post.tx.ref).bindEmail(post.txHash, emailKey, routeToString(challengeRef), now)))
-    return pageOr(
-      c,
-      post,
-      new OAuthError("invalid_request", "the login transaction is unknown or expired", { headers: NO_STORE }),
-    );
+  const [bound] = await Promise.all([
+    shard(c.env, "session", post.tx.ref).bindEmail(post.txHash, emailKey, routeToString(challengeRef), now),
+    takeIpQuota(c, "generate"),
+  ]);
+  if (!bound) throw fail("invalid_request", "the login transaction is unknown or expired");
 
   // Invite-only: an unknown address gets a challenge no code can match and no mail, so the answer
   // (status, body, headers, and the limits that apply) is the same as for a known one.
@@ -103,15 +139,10 @@ export async function generateCode(c: Context<AppEnv>): Promise<Response> {
     otpPolicy(config),
   );
   if (!issued.ok)
-    return pageOr(
-      c,
-      post,
-      new OAuthError(issued.error, "too many codes requested for this address", {
-        retryAfter: issued.retry_after,
-        headers: NO_STORE,
-      }),
-      email,
-    );
+    throw new OAuthError(issued.error, "too many codes requested for this address", {
+      retryAfter: issued.retry_after,
+      headers: NO_STORE,
+    });
 
   if (deliver)
     c.executionCtx.waitUntil(
@@ -125,33 +156,22 @@ export async function generateCode(c: Context<AppEnv>): Promise<Response> {
     );
   if (post.form) return codeStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, email });
   return json({ sent: true, expires_in: issued.expires_in, resend_after: issued.resend_after }, 200, NO_STORE);
-}
+});
 
 /** EmailCodeVerify (CONTRACT §2.3): a right code ends the login transaction in a new session. */
-export async function verifyCode(c: Context<AppEnv>): Promise<Response> {
+export const verifyCode = loginPost("verify", async (c, post) => {
   const config = c.get("config");
-  const post = await readLoginPost(c);
-  const email = normalizeEmail(post.body.email);
-  if (!email)
-    return pageOr(c, post, new OAuthError("invalid_request", "email must be one valid address", { headers: NO_STORE }));
-  const invalidCode = new OAuthError("invalid_code", "the code is wrong, expired or already used", {
-    headers: NO_STORE,
-  });
+  const email = requireEmail(post);
   const code = post.body.code;
-  if (typeof code !== "string" || !/^[0-9]{6}$/.test(code)) return pageOr(c, post, invalidCode, email);
+  if (typeof code !== "string" || !/^[0-9]{6}$/.test(code)) throw invalidCode();
 
   const now = Date.now();
   const sessions = shard(c.env, "session", post.tx.ref);
-  const pending = await sessions.pendingLogin(post.txHash, now);
-  if (!pending)
-    return pageOr(
-      c,
-      post,
-      new OAuthError("invalid_request", "the login transaction is unknown, expired or finished", { headers: NO_STORE }),
-    );
+  const [pending] = await Promise.all([sessions.pendingLogin(post.txHash, now), takeIpQuota(c, "verify")]);
+  if (!pending) throw fail("invalid_request", "the login transaction is unknown, expired or finished");
   const emailKey = await emailKeyOf(config, email);
   const route = routeFromString(pending.challenge_route);
-  if (pending.email !== emailKey || !route) return pageOr(c, post, invalidCode, email);
+  if (pending.email !== emailKey || !route) throw invalidCode();
 
   const mac = await codeMacOf(config, emailKey, code);
   const result = await shard(c.env, "challenge", route).verifyChallenge(
@@ -162,20 +182,15 @@ export async function verifyCode(c: Context<AppEnv>): Promise<Response> {
     otpPolicy(config),
   );
   if (result.status === "locked")
-    return pageOr(
-      c,
-      post,
-      new OAuthError("too_many_attempts", "too many wrong codes for this address", {
-        retryAfter: result.retry_after,
-        headers: NO_STORE,
-      }),
-      email,
-    );
-  if (result.status === "invalid") return pageOr(c, post, invalidCode, email);
+    throw new OAuthError("too_many_attempts", "too many wrong codes for this address", {
+      retryAfter: result.retry_after,
+      headers: NO_STORE,
+    });
+  if (result.status === "invalid") throw invalidCode();
 
   const user =
     config.SIGNUP === "open" ? await findOrCreateUser(c.env, email, now) : await findUserByEmail(c.env, email);
-  if (!user) return pageOr(c, post, invalidCode, email);
+  if (!user) throw invalidCode();
 
   // A new session every time, in the transaction's shard, so finishing the login is one atomic call.
   // Any session cookie the browser brought is replaced, never reused (no fixation).
@@ -188,12 +203,7 @@ export async function verifyCode(c: Context<AppEnv>): Promise<Response> {
     { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
     now,
   );
-  if (!done)
-    return pageOr(
-      c,
-      post,
-      new OAuthError("invalid_request", "the login transaction is already finished", { headers: NO_STORE }),
-    );
+  if (!done) throw fail("invalid_request", "the login transaction is already finished");
   endReplacedSession(c);
 
   const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(post.tx.id)}`;
@@ -204,7 +214,7 @@ export async function verifyCode(c: Context<AppEnv>): Promise<Response> {
   if (post.form)
     return new Response(null, { status: 303, headers: { Location: redirectTo, "Set-Cookie": cookie, ...NO_STORE } });
   return json({ redirect_to: redirectTo }, 200, { "Set-Cookie": cookie, ...NO_STORE });
-}
+});
 
 /** The session cookie a browser brought to a new login is ended after the response. */
 function endReplacedSession(c: Context<AppEnv>): void {

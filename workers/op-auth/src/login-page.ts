@@ -79,10 +79,11 @@ export function codeStep(o: {
   });
 }
 
-export function errorPage(title: string, message: string, status = 400): Response {
+export function errorPage(title: string, message: string, status = 400, headers?: Record<string, string>): Response {
   return page({
     title,
     status,
+    headers,
     body: `<h1>${escapeHtml(title)}</h1><p class="error" role="alert">${escapeHtml(message)}</p>`,
   });
 }
