@@ -3,7 +3,11 @@ import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
 
-export type AppEnv = { Bindings: Env; Variables: { config: Config } };
+export type AppEnv = {
+  Bindings: Env;
+  /** `corsOrigins`: the origins the request's client registered, set once the client is known. */
+  Variables: { config: Config; corsOrigins?: string[] };
+};
 
 /**
  * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503

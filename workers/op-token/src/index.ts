@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { type AppEnv, createApp, methodNotAllowed } from "../../shared/app";
 import { keyRing } from "../../shared/keys";
+import { cors } from "./cors";
 import { introspect } from "./introspect";
 import { revoke } from "./revoke";
 import { token } from "./token";
@@ -21,6 +22,19 @@ async function jwks(c: Context<AppEnv>): Promise<Response> {
 }
 
 app.get("/jwks.json", jwks);
+app.on(
+  "OPTIONS",
+  "/jwks.json",
+  () =>
+    new Response(null, {
+      status: 204,
+      headers: { "Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET" },
+    }),
+);
+app.use("/token", cors("POST"));
+app.use("/revoke", cors("POST"));
+app.use("/introspect", cors("POST"));
+app.use("/userinfo", cors("GET, POST"));
 app.post("/token", token);
 app.all("/token", () => methodNotAllowed("POST"));
 app.on(["GET", "POST"], "/userinfo", userinfo);

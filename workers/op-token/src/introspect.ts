@@ -3,6 +3,7 @@ import type { AppEnv } from "../../shared/app";
 import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
+import { corsClient } from "./cors";
 import { lookupToken } from "./token-lookup";
 
 /**
@@ -18,6 +19,7 @@ export async function introspect(c: Context<AppEnv>): Promise<Response> {
       wwwAuthenticate: 'Basic realm="keyway", charset="UTF-8"',
     });
   const client = await authenticateClient(c.env, config, c.req.raw, form);
+  corsClient(c, client);
   if (!form.token) throw new OAuthError("invalid_request", "token is required");
   const found = await lookupToken(c.env, config, form.token, form.token_type_hint);
   const inactive = () => json({ active: false }, 200, NO_STORE);

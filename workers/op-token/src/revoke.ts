@@ -4,6 +4,7 @@ import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { NO_STORE, readForm } from "../../shared/http";
 import { revokeInSidShard } from "../../shared/tokens";
+import { corsClient } from "./cors";
 import { revokeGrant } from "./token";
 import { lookupToken } from "./token-lookup";
 
@@ -15,6 +16,7 @@ export async function revoke(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   const form = await readForm(c.req.raw);
   const client = await authenticateClient(c.env, config, c.req.raw, form);
+  corsClient(c, client);
   if (!form.token) throw new OAuthError("invalid_request", "token is required");
   const found = await lookupToken(c.env, config, form.token, form.token_type_hint);
   if (found?.type === "refresh_token" && found.grant.client_id === client.client_id)

@@ -10,6 +10,7 @@ import { issueId, parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { isRevoked, newJti, revokeInSidShard } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
+import { corsClient } from "./cors";
 import { buildTokenResponse, type IssuePlan } from "./issue";
 
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
@@ -20,6 +21,7 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   const form = await readForm(c.req.raw);
   const client = await authenticateClient(c.env, config, c.req.raw, form);
+  corsClient(c, client);
   const grantType = form.grant_type;
   if (!grantType) throw new OAuthError("invalid_request", "grant_type is required");
   if (grantType !== "authorization_code" && grantType !== "refresh_token")

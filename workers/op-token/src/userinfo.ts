@@ -1,9 +1,11 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
+import { findClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE } from "../../shared/http";
 import { requireLiveAccessToken } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
+import { corsClient } from "./cors";
 
 /** OIDC Core §5.3: GET or POST with a Bearer token in the Authorization header (RFC 6750 §2.1). */
 export async function userinfo(c: Context<AppEnv>): Promise<Response> {
@@ -16,6 +18,8 @@ export async function userinfo(c: Context<AppEnv>): Promise<Response> {
       wwwAuthenticate: header ? 'Bearer error="invalid_token"' : 'Bearer realm="keyway"',
     });
   const claims = await requireLiveAccessToken(c.env, config, m[1] as string);
+  const client = await findClient(c.env, config, claims.client_id);
+  if (client) corsClient(c, client);
   const user = await findUser(c.env, claims.sub);
   if (!userStillValid(user, claims.iat ?? 0))
     throw new OAuthError("invalid_token", "the user no longer exists or was signed out", {

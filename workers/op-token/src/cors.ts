@@ -1,0 +1,62 @@
+import type { Context, Next } from "hono";
+import type { AppEnv } from "../../shared/app";
+import type { Client } from "../../shared/clients";
+import type { Config } from "../../shared/config";
+import type { Env } from "../../shared/env";
+
+/**
+ * CORS for the token, userinfo, revocation and introspection endpoints: only origins a client
+ * registered (`allowed_cors_origins`), never with credentials (tokens travel in headers and bodies,
+ * never in cookies). A preflight names no client, so it passes when some client registered the
+ * origin; the actual response carries `Access-Control-Allow-Origin` only if the client that made the
+ * request registered it.
+ */
+export function cors(methods: string) {
+  return async (c: Context<AppEnv>, next: Next): Promise<Response | undefined> => {
+    const origin = c.req.header("origin");
+    if (c.req.method === "OPTIONS") {
+      if (!origin || !(await originRegistered(c.env, c.get("config"), origin)))
+        return new Response(null, { status: 403, headers: { Vary: "Origin" } });
+      return new Response(null, {
+        status: 204,
+        headers: {
+          "Access-Control-Allow-Origin": origin,
+          "Access-Control-Allow-Methods": methods,
+          "Access-Control-Allow-Headers": "Authorization, Content-Type",
+          "Access-Control-Max-Age": "600",
+          Vary: "Origin",
+        },
+      });
+    }
+    await next();
+    c.res.headers.append("Vary", "Origin");
+    if (origin && c.get("corsOrigins")?.includes(origin)) {
+      c.res.headers.set("Access-Control-Allow-Origin", origin);
+      c.res.headers.set("Access-Control-Expose-Headers", "WWW-Authenticate, Retry-After");
+    }
+    return undefined;
+  };
+}
+
+/** Marks the client of this request, whose registered origins may read the response. */
+export function corsClient(c: Context<AppEnv>, client: Client): void {
+  c.set("corsOrigins", client.allowed_cors_origins);
+}
+
+const registered = new Map<string, { ok: boolean; until: number }>();
+
+async function originRegistered(env: Env, config: Config, origin: string): Promise<boolean> {
+  if (origin.length > 300) return false;
+  const now = Date.now();
+  const hit = registered.get(origin);
+  if (hit && hit.until > now) return hit.ok;
+  const row = await env.DB.prepare(
+    "SELECT 1 AS ok FROM clients, json_each(clients.allowed_cors_origins) AS o WHERE o.value = ? LIMIT 1",
+  )
+    .bind(origin)
+    .first();
+  const ok = row !== null;
+  if (registered.size > 10_000) registered.clear();
+  registered.set(origin, { ok, until: now + config.POLICY.client_cache_seconds * 1000 });
+  return ok;
+}
