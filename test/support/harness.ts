@@ -1,4 +1,5 @@
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { createLocalJWKSet, type JWTPayload, jwtVerify } from "jose";
 import { expect } from "vitest";
 import authApp from "../../workers/op-auth/src/index";
 import mgmtApp from "../../workers/op-mgmt/src/index";
@@ -7,6 +8,8 @@ import { workerFor } from "../../workers/routes";
 
 export const ISSUER = env.ISSUER;
 const apps = { "op-auth": authApp, "op-token": tokenApp, "op-mgmt": mgmtApp };
+
+export type TestEnv = typeof env;
 
 /**
  * Sends a request to the Worker that owns its path, as the issuer's routes would, with real
@@ -21,23 +24,53 @@ export async function call(path: string, init: RequestInit = {}, testEnv: object
   return res;
 }
 
-export const admin = (path: string, init: RequestInit & { json?: unknown } = {}) => {
+/**
+ * A copy of the test env with other string variables. Config is parsed once per env object, so a
+ * copy is parsed afresh: e.g. `withVars({ POLICY: policy({ otp_max_attempts: 2 }) })`.
+ */
+export function withVars(vars: Record<string, string>, base: TestEnv = env): TestEnv {
+  return { ...base, ...vars } as TestEnv;
+}
+
+/** A POLICY string: the test defaults (no client cache) plus `overrides`. */
+export const policy = (overrides: Record<string, number>) => JSON.stringify({ client_cache_seconds: 0, ...overrides });
+
+export const admin = (path: string, init: RequestInit & { json?: unknown } = {}, testEnv: object = env) => {
   const { json, ...rest } = init;
   const headers = new Headers(rest.headers);
   headers.set("Authorization", `Bearer ${env.ADMIN_TOKEN}`);
   if (json !== undefined) headers.set("Content-Type", "application/json");
-  return call(`/admin/v1${path}`, { ...rest, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) });
+  return call(
+    `/admin/v1${path}`,
+    { ...rest, headers, ...(json !== undefined ? { body: JSON.stringify(json) } : {}) },
+    testEnv,
+  );
+};
+
+let ipCounter = 0;
+/** A distinct client address per browser, so per-IP quotas never couple unrelated tests. */
+export const uniqueIp = () => {
+  const n = ++ipCounter + Math.floor(Math.random() * 1_000_000) * 1000;
+  return `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
 };
 
 /** A cookie jar: what a browser (or an HTTP client with cookies) keeps between steps. */
 export class Browser {
   readonly cookies = new Map<string, string>();
+  readonly ip: string;
+  readonly env: TestEnv;
+
+  constructor(opts: { env?: TestEnv; ip?: string } = {}) {
+    this.env = opts.env ?? env;
+    this.ip = opts.ip ?? uniqueIp();
+  }
 
   async fetch(path: string, init: RequestInit = {}): Promise<Response> {
     const headers = new Headers(init.headers);
     if (this.cookies.size && !headers.has("cookie"))
       headers.set("Cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
-    const res = await call(path, { ...init, headers });
+    if (!headers.has("cf-connecting-ip")) headers.set("CF-Connecting-IP", this.ip);
+    const res = await call(path, { ...init, headers }, this.env);
     for (const line of res.headers.getSetCookie()) {
       const [pair, ...attrs] = line.split(";");
       const eq = (pair as string).indexOf("=");
@@ -56,28 +89,55 @@ export class Browser {
       body: JSON.stringify(body),
     });
   }
+
+  postForm(path: string, body: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+    return this.fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", ...headers },
+      body: new URLSearchParams(body),
+    });
+  }
+
+  /** AuthorizeInit as an API client: the tx id (also kept as the tx cookie). */
+  async startLogin(client: TestClient, challenge: string, extra: Record<string, string> = {}): Promise<string> {
+    const res = await this.fetch(`/authorize?${authorizeQuery(client, challenge, extra)}`, {
+      headers: { Accept: "application/json" },
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    return ((await res.json()) as { tx: string }).tx;
+  }
 }
 
 export interface TestClient {
   client_id: string;
   client_secret?: string;
   redirect_uris: string[];
+  post_logout_redirect_uris: string[];
+  token_endpoint_auth_method: string;
   [k: string]: unknown;
 }
 
 let clientCounter = 0;
-export async function registerClient(overrides: Record<string, unknown> = {}): Promise<TestClient> {
+export async function registerClient(
+  overrides: Record<string, unknown> = {},
+  testEnv: object = env,
+): Promise<TestClient> {
   clientCounter++;
-  const res = await admin("/clients", {
-    method: "POST",
-    json: {
-      client_name: `test client ${clientCounter}`,
-      redirect_uris: [`https://rp${clientCounter}.example.com/callback`],
-      post_logout_redirect_uris: [`https://rp${clientCounter}.example.com/bye`],
-      token_endpoint_auth_method: "client_secret_basic",
-      ...overrides,
+  const tag = `${clientCounter}-${Math.random().toString(36).slice(2, 8)}`;
+  const res = await admin(
+    "/clients",
+    {
+      method: "POST",
+      json: {
+        client_name: `test client ${tag}`,
+        redirect_uris: [`https://rp${tag}.example.com/callback`],
+        post_logout_redirect_uris: [`https://rp${tag}.example.com/bye`],
+        token_endpoint_auth_method: "client_secret_basic",
+        ...overrides,
+      },
     },
-  });
+    testEnv,
+  );
   expect(res.status, await res.clone().text()).toBe(201);
   return (await res.json()) as TestClient;
 }
@@ -88,11 +148,15 @@ export function basicAuth(client: TestClient): string {
 
 export async function pkce(): Promise<{ verifier: string; challenge: string }> {
   const verifier = base64url(crypto.getRandomValues(new Uint8Array(32)));
-  const challenge = base64url(
-    new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))),
-  );
-  return { verifier, challenge };
+  return { verifier, challenge: await s256(verifier) };
 }
+
+export async function s256(value: string): Promise<string> {
+  return base64url(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(value))));
+}
+
+/** SHA-256, base64url: how the stores key rows by a token, tx or session id. */
+export const sha256 = s256;
 
 export function base64url(bytes: Uint8Array): string {
   return btoa(String.fromCharCode(...bytes))
@@ -102,12 +166,17 @@ export function base64url(bytes: Uint8Array): string {
 }
 
 let emailCounter = 0;
-export const uniqueEmail = (tag = "user") => `${tag}.${Date.now().toString(36)}.${++emailCounter}@example.com`;
+export const uniqueEmail = (tag = "user") =>
+  `${tag}.${Date.now().toString(36)}.${++emailCounter}.${Math.random().toString(36).slice(2, 7)}@example.com`;
 
-export async function latestCode(email: string): Promise<string> {
-  const res = await call(`/__dev/mailbox/${encodeURIComponent(email)}`);
+export async function mailbox(email: string, testEnv: object = env): Promise<{ code: string; to: string }[]> {
+  const res = await call(`/__dev/mailbox/${encodeURIComponent(email)}`, {}, testEnv);
   expect(res.status).toBe(200);
-  const { messages } = (await res.json()) as { messages: { code: string }[] };
+  return ((await res.json()) as { messages: { code: string; to: string }[] }).messages;
+}
+
+export async function latestCode(email: string, testEnv: object = env): Promise<string> {
+  const messages = await mailbox(email, testEnv);
   expect(messages.length).toBeGreaterThan(0);
   return (messages[0] as { code: string }).code;
 }
@@ -131,45 +200,81 @@ export interface LoginResult {
   code: string;
   verifier: string;
   redirect: URL;
+  tx: string;
 }
 
 /** Steps 1-4 of CONTRACT §2 as an API client: returns the authorization code. */
 export async function loginForCode(
   client: TestClient,
   email = uniqueEmail(),
-  opts: { browser?: Browser; extra?: Record<string, string> } = {},
+  opts: { browser?: Browser; extra?: Record<string, string>; env?: TestEnv } = {},
 ): Promise<LoginResult> {
-  const browser = opts.browser ?? new Browser();
+  const browser = opts.browser ?? new Browser(opts.env ? { env: opts.env } : {});
   const { verifier, challenge } = await pkce();
-  const init = await browser.fetch(`/authorize?${authorizeQuery(client, challenge, opts.extra)}`, {
-    headers: { Accept: "application/json" },
-  });
-  expect(init.status, await init.clone().text()).toBe(200);
-  const { tx } = (await init.json()) as { tx: string };
+  const tx = await browser.startLogin(client, challenge, opts.extra);
   const gen = await browser.postJson("/email-code/generate", { tx, email });
   expect(gen.status, await gen.clone().text()).toBe(200);
-  const code = await latestCode(email);
+  const code = await latestCode(email, browser.env);
   const ver = await browser.postJson("/email-code/verify", { tx, email, code });
   expect(ver.status, await ver.clone().text()).toBe(200);
   const { redirect_to } = (await ver.json()) as { redirect_to: string };
   const fin = await browser.fetch(redirect_to);
   expect(fin.status, await fin.clone().text()).toBe(302);
   const redirect = new URL(fin.headers.get("location") as string);
-  return { browser, code: redirect.searchParams.get("code") as string, verifier, redirect };
+  return { browser, code: redirect.searchParams.get("code") as string, verifier, redirect, tx };
 }
 
-export async function redeem(client: TestClient, code: string, verifier: string, extra: Record<string, string> = {}) {
-  return call("/token", {
-    method: "POST",
-    headers: { "Content-Type": "application/x-www-form-urlencoded", Authorization: basicAuth(client) },
-    body: new URLSearchParams({
-      grant_type: "authorization_code",
-      code,
-      redirect_uri: client.redirect_uris[0] as string,
-      code_verifier: verifier,
-      ...extra,
-    }),
-  });
+/** With a live session in `browser`, the authorization request again: a new code without a login. */
+export async function codeFromSession(
+  browser: Browser,
+  client: TestClient,
+  extra: Record<string, string> = {},
+): Promise<{ code: string; verifier: string; redirect: URL }> {
+  const { verifier, challenge } = await pkce();
+  const res = await browser.fetch(`/authorize?${authorizeQuery(client, challenge, { prompt: "none", ...extra })}`);
+  expect(res.status, await res.clone().text()).toBe(302);
+  const redirect = new URL(res.headers.get("location") as string);
+  expect(redirect.searchParams.get("error"), redirect.toString()).toBeNull();
+  return { code: redirect.searchParams.get("code") as string, verifier, redirect };
+}
+
+export async function redeem(
+  client: TestClient,
+  code: string,
+  verifier: string,
+  extra: Record<string, string> = {},
+  testEnv: object = env,
+) {
+  return call(
+    "/token",
+    {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", ...clientAuthHeaders(client) },
+      body: new URLSearchParams({
+        grant_type: "authorization_code",
+        code,
+        redirect_uri: client.redirect_uris[0] as string,
+        code_verifier: verifier,
+        ...clientAuthParams(client),
+        ...extra,
+      }),
+    },
+    testEnv,
+  );
+}
+
+/** The client authentication a client registered, as headers (client_secret_basic) ... */
+function clientAuthHeaders(client: TestClient): Record<string, string> {
+  return client.token_endpoint_auth_method === "client_secret_basic" || !client.token_endpoint_auth_method
+    ? { Authorization: basicAuth(client) }
+    : {};
+}
+/** ... or as form parameters (client_secret_post, none). */
+function clientAuthParams(client: TestClient): Record<string, string> {
+  if (client.token_endpoint_auth_method === "client_secret_post")
+    return { client_id: client.client_id, client_secret: client.client_secret ?? "" };
+  if (client.token_endpoint_auth_method === "none") return { client_id: client.client_id };
+  return {};
 }
 
 export interface Tokens {
@@ -182,17 +287,118 @@ export interface Tokens {
 }
 
 /** The whole five-step login: tokens for a fresh client and user. */
-export async function fullLogin(client: TestClient, email = uniqueEmail()) {
-  const login = await loginForCode(client, email);
-  const res = await redeem(client, login.code, login.verifier);
+export async function fullLogin(
+  client: TestClient,
+  email = uniqueEmail(),
+  opts: { browser?: Browser; extra?: Record<string, string>; env?: TestEnv } = {},
+) {
+  const login = await loginForCode(client, email, opts);
+  const res = await redeem(client, login.code, login.verifier, {}, login.browser.env);
   expect(res.status, await res.clone().text()).toBe(200);
   return { ...login, email, tokens: (await res.json()) as Tokens };
 }
 
-export function form(client: TestClient, params: Record<string, string>, path = "/token") {
-  return call(path, {
-    method: "POST",
-    headers: { "Content-Type": "application/x-www-form-urlencoded", Authorization: basicAuth(client) },
-    body: new URLSearchParams(params),
+/** A client-authenticated form POST (token, revoke, introspect), authenticated as the client registered. */
+export function form(client: TestClient, params: Record<string, string>, path = "/token", testEnv: object = env) {
+  return call(
+    path,
+    {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", ...clientAuthHeaders(client) },
+      body: new URLSearchParams({ ...clientAuthParams(client), ...params }),
+    },
+    testEnv,
+  );
+}
+
+export const refreshGrant = (
+  client: TestClient,
+  refreshToken: string,
+  extra: Record<string, string> = {},
+  e?: object,
+) => form(client, { grant_type: "refresh_token", refresh_token: refreshToken, ...extra }, "/token", e);
+
+export const userinfo = (accessToken: string, testEnv: object = env) =>
+  call("/userinfo", { headers: { Authorization: `Bearer ${accessToken}` } }, testEnv);
+
+/** Verifies a JWT against the published `/jwks.json`, as a relying party would. */
+export async function verifyJwt(
+  token: string,
+  opts: { audience?: string; typ?: string } = {},
+): Promise<{ payload: JWTPayload & Record<string, unknown>; header: Record<string, unknown> }> {
+  const res = await call("/jwks.json");
+  expect(res.status).toBe(200);
+  const jwks = createLocalJWKSet((await res.json()) as never);
+  const { payload, protectedHeader } = await jwtVerify(token, jwks, {
+    issuer: ISSUER,
+    ...(opts.audience ? { audience: opts.audience } : {}),
+    ...(opts.typ ? { typ: opts.typ } : {}),
   });
+  return { payload: payload as JWTPayload & Record<string, unknown>, header: protectedHeader as never };
+}
+
+/** Parses a Keyway id `<prefix>_<gen36>_<shard36>_<secret>`. */
+export function idParts(id: string): { prefix: string; gen: number; shard: number; secret: string } {
+  const m = /^([a-z]+)_([0-9a-z]+)_([0-9a-z]+)_([A-Za-z0-9_-]+)$/.exec(id);
+  if (!m) throw new Error(`not a Keyway id: ${id}`);
+  return {
+    prefix: m[1] as string,
+    gen: Number.parseInt(m[2] as string, 36),
+    shard: Number.parseInt(m[3] as string, 36),
+    secret: m[4] as string,
+  };
+}
+
+const BINDINGS = {
+  session: "SESSIONS",
+  challenge: "CHALLENGES",
+  code: "AUTH_CODES",
+  revocation: "REVOCATIONS",
+  refresh: "REFRESH_TOKENS",
+} as const;
+export type Store = keyof typeof BINDINGS;
+
+/** The stub of one shard, named as the router names it (`<store>:g<gen>:s<shard>`), built independently. */
+export function shardStub(store: Store, gen: number, shardNo: number): DurableObjectStub {
+  const ns = env[BINDINGS[store]] as unknown as DurableObjectNamespace;
+  return ns.get(ns.idFromName(`${store}:g${gen}:s${shardNo}`));
+}
+
+/** The shard an issued id lives in. */
+export function stubForId(store: Store, id: string): DurableObjectStub {
+  const { gen, shard } = idParts(id);
+  return shardStub(store, gen, shard);
+}
+
+/** Runs a query against a shard's SQLite storage (read-only inspection of stored state). */
+export function sql<T = Record<string, unknown>>(
+  stub: DurableObjectStub,
+  query: string,
+  ...params: unknown[]
+): Promise<T[]> {
+  return runInDurableObject(stub, (_instance, state) => state.storage.sql.exec(query, ...params).toArray() as T[]);
+}
+
+/** Every row of every Keyway table in a shard, as JSON text (for "no plaintext" checks). */
+export async function dumpShard(stub: DurableObjectStub): Promise<string> {
+  return runInDurableObject(stub, (_instance, state) => {
+    const tables = state.storage.sql
+      .exec<{ name: string }>(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%'",
+      )
+      .toArray();
+    const out: Record<string, unknown[]> = {};
+    for (const { name } of tables) out[name] = state.storage.sql.exec(`SELECT * FROM "${name}"`).toArray();
+    return JSON.stringify(out);
+  });
+}
+
+/** The Set-Cookie line for a cookie name, parsed into its value and attributes. */
+export function setCookieOf(res: Response, name: string): { value: string; attrs: string[]; raw: string } | null {
+  for (const raw of res.headers.getSetCookie()) {
+    const [pair, ...attrs] = raw.split(";").map((s) => s.trim());
+    const eq = (pair as string).indexOf("=");
+    if ((pair as string).slice(0, eq) === name) return { value: (pair as string).slice(eq + 1), attrs, raw };
+  }
+  return null;
 }
