@@ -11,6 +11,7 @@ function testVars(): Record<string, string> {
     ISSUER: "http://127.0.0.1:8787",
     ADMIN_TOKEN: randomBytes(32).toString("base64url"),
     OTP_HMAC_SECRET: randomBytes(32).toString("base64url"),
+    KEY_ENCRYPTION_SECRET: randomBytes(32).toString("base64url"),
     SIGNING_KEY_RS256: JSON.stringify(rsa),
     SIGNING_KEY_ES256: JSON.stringify(ec),
     MAIL_TRANSPORT: "dev",

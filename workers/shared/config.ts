@@ -49,6 +49,15 @@ const policySchema = z
       .default(30 * 86400),
     refresh_grace_seconds: z.number().int().min(0).max(60).default(5),
     client_cache_seconds: z.number().int().min(0).max(300).default(30),
+    /** A new signing key is in JWKS this long before it signs (longer than any JWKS cache). */
+    key_publish_lead_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(7 * 86400)
+      .default(900),
+    /** The cron trigger rotates keys older than this. */
+    key_rotation_days: z.number().int().min(1).max(365).default(30),
   })
   .strict();
 export type Policy = z.infer<typeof policySchema>;
@@ -81,6 +90,8 @@ const envSchema = z
     ISSUER_NAME: z.string().min(1).max(100).default("Keyway"),
     ADMIN_TOKEN: secret("ADMIN_TOKEN"),
     OTP_HMAC_SECRET: secret("OTP_HMAC_SECRET"),
+    /** Seals the private halves of rotated signing keys kept in D1. */
+    KEY_ENCRYPTION_SECRET: secret("KEY_ENCRYPTION_SECRET"),
     SIGNING_KEY_RS256: json(privateJwk.extend({ kty: z.literal("RSA") })),
     SIGNING_KEY_ES256: json(privateJwk.extend({ kty: z.literal("EC"), crv: z.literal("P-256") })),
     MAIL_TRANSPORT: z.enum(["dev"]),

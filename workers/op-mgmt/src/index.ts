@@ -1,10 +1,12 @@
 import type { Context, Next } from "hono";
 import { type AppEnv, createApp } from "../../shared/app";
-import { STORE_NAMES } from "../../shared/config";
+import { loadConfig, STORE_NAMES } from "../../shared/config";
 import { timingSafeEqualString } from "../../shared/crypto";
+import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
+import { listKeys, rotateKeys, scheduledRotation } from "./keys";
 import { createUser, deleteUser, getUser, importUsers, listUsers, revokeUser } from "./users";
 
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
@@ -43,4 +45,12 @@ app.get("/admin/v1/shards", (c) => {
   });
 });
 
-export default app;
+app.get("/admin/v1/keys", listKeys);
+app.post("/admin/v1/keys/rotate", rotateKeys);
+
+export default {
+  fetch: app.fetch,
+  async scheduled(_controller, env, ctx) {
+    ctx.waitUntil(scheduledRotation(env, loadConfig(env)));
+  },
+} satisfies ExportedHandler<Env>;
