@@ -1,0 +1,354 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  authorizeQuery,
+  Browser,
+  call,
+  codeFromSession,
+  fullLogin,
+  ISSUER,
+  loginForCode,
+  pkce,
+  redeem,
+  registerClient,
+  setCookieOf,
+  sha256,
+  sql,
+  stubForId,
+  type TestClient,
+  verifyJwt,
+  withVars,
+} from "../support/harness";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+async function expectErrorPage(res: Response) {
+  expect(res.status).toBe(400);
+  expect(res.headers.get("location")).toBeNull();
+  expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+  expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+  expect(await res.text()).toContain("<h1>");
+}
+
+function expectRedirectError(res: Response, client: TestClient, error: string, state: string | null = "st-123") {
+  expect(res.status).toBe(302);
+  const loc = new URL(res.headers.get("location") as string);
+  expect(`${loc.origin}${loc.pathname}`).toBe(client.redirect_uris[0]);
+  expect(loc.searchParams.get("error")).toBe(error);
+  expect(loc.searchParams.get("state")).toBe(state);
+  expect(loc.searchParams.get("iss")).toBe(ISSUER);
+  expect(loc.searchParams.get("code")).toBeNull();
+  return loc;
+}
+
+describe("AuthorizeInit (CONTRACT §2.1)", () => {
+  it("answers an API client with a tx, a tx cookie, and stores the validated request", async () => {
+    const client = await registerClient();
+    const browser = new Browser();
+    const { challenge } = await pkce();
+    const res = await browser.fetch(`/authorize?${authorizeQuery(client, challenge)}`, {
+      headers: { Accept: "application/json" },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    const body = (await res.json()) as { tx: string; expires_in: number };
+    expect(Object.keys(body).sort()).toEqual(["expires_in", "tx"]);
+    expect(body.expires_in).toBe(900);
+    expect(body.tx).toMatch(/^tx_[0-9a-z]+_[0-9a-z]+_[A-Za-z0-9_-]{43}$/);
+
+    const cookie = setCookieOf(res, "kw_tx");
+    expect(cookie?.value).toBe(body.tx);
+    expect(cookie?.attrs).toEqual(expect.arrayContaining(["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=900"]));
+    expect(cookie?.attrs.some((a) => /^domain=/i.test(a))).toBe(false);
+    expect(cookie?.attrs.includes("Secure")).toBe(false); // http issuer
+
+    const rows = await sql<{ request: string; email: string | null; session_hash: string | null }>(
+      stubForId("session", body.tx),
+      "SELECT request, email, session_hash FROM login_tx WHERE tx_hash = ?",
+      await sha256(body.tx),
+    );
+    expect(rows).toHaveLength(1);
+    expect(rows[0]?.email).toBeNull();
+    expect(rows[0]?.session_hash).toBeNull();
+    expect(JSON.parse(rows[0]?.request as string)).toEqual({
+      client_id: client.client_id,
+      redirect_uri: client.redirect_uris[0],
+      scope: "openid email offline_access",
+      state: "st-123",
+      nonce: "n-456",
+      code_challenge: challenge,
+    });
+  });
+
+  it("serves a browser the HTML login page with the tx in a hidden field and a strict CSP (E5)", async () => {
+    const client = await registerClient();
+    const browser = new Browser();
+    const { challenge } = await pkce();
+    const res = await browser.fetch(`/authorize?${authorizeQuery(client, challenge)}`, {
+      headers: { Accept: "text/html,application/xhtml+xml" },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(res.headers.get("referrer-policy")).toBe("no-referrer");
+    const html = await res.text();
+    const tx = browser.cookies.get("kw_tx") as string;
+    expect(tx).toBeTruthy();
+    expect(html).toContain('action="/email-code/generate"');
+    expect(html).toMatch(/<input[^>]*name="email"/);
+    expect(html).toContain(`<input type="hidden" name="tx" value="${tx}">`);
+  });
+
+  it("uses __Host- cookies with Secure on an https issuer", async () => {
+    const e = withVars({ ISSUER: "https://id.example.com" });
+    const client = await registerClient({}, e);
+    const { challenge } = await pkce();
+    const res = await new Browser({ env: e }).fetch(`/authorize?${authorizeQuery(client, challenge)}`, {
+      headers: { Accept: "application/json" },
+    });
+    expect(res.status).toBe(200);
+    expect(setCookieOf(res, "kw_tx")).toBeNull();
+    const cookie = setCookieOf(res, "__Host-kw_tx");
+    expect(cookie?.attrs).toEqual(expect.arrayContaining(["HttpOnly", "SameSite=Lax", "Path=/", "Secure"]));
+    expect(cookie?.attrs.some((a) => /^domain=/i.test(a))).toBe(false);
+  });
+
+  it("takes POST with form parameters like GET (B9)", async () => {
+    const client = await registerClient();
+    const browser = new Browser();
+    const { verifier, challenge } = await pkce();
+    const res = await browser.fetch("/authorize", {
+      method: "POST",
+      headers: { Accept: "application/json", "Content-Type": "application/x-www-form-urlencoded" },
+      body: authorizeQuery(client, challenge),
+    });
+    expect(res.status).toBe(200);
+    const { tx } = (await res.json()) as { tx: string };
+    expect(browser.cookies.get("kw_tx")).toBe(tx);
+    // And with a session, POST answers with a code.
+    const { browser: loggedIn } = await loginForCode(client);
+    const again = await loggedIn.fetch("/authorize", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: authorizeQuery(client, challenge, { prompt: "none" }),
+    });
+    expect(again.status).toBe(302);
+    const code = new URL(again.headers.get("location") as string).searchParams.get("code") as string;
+    expect((await redeem(client, code, verifier)).status).toBe(200);
+  });
+});
+
+describe("authorization errors shown on Keyway's page (B1, B2)", () => {
+  it("never redirects for a missing or unknown client_id", async () => {
+    const client = await registerClient();
+    const { challenge } = await pkce();
+    const q = new URLSearchParams(authorizeQuery(client, challenge));
+    q.delete("client_id");
+    await expectErrorPage(await call(`/authorize?${q}`));
+    q.set("client_id", "kwc_doesnotexist");
+    await expectErrorPage(await call(`/authorize?${q}`));
+  });
+
+  it("never redirects to a redirect_uri that is not registered exactly", async () => {
+    const client = await registerClient();
+    const { challenge } = await pkce();
+    const registered = client.redirect_uris[0] as string;
+    const variants = [
+      undefined,
+      `${registered}/`,
+      registered.replace("/callback", "/Callback"),
+      registered.replace("https://rp", "https://RP"),
+      `${registered}?extra=1`,
+      `${registered}#frag`,
+      registered.replace("https:", "http:"),
+      "https://evil.example.com/callback",
+    ];
+    for (const redirect_uri of variants) {
+      const q = new URLSearchParams(authorizeQuery(client, challenge));
+      if (redirect_uri === undefined) q.delete("redirect_uri");
+      else q.set("redirect_uri", redirect_uri);
+      const res = await call(`/authorize?${q}`, { headers: { Accept: "application/json" } });
+      await expectErrorPage(res);
+      // Even with prompt=none, nothing goes to the unvalidated URI.
+      q.set("prompt", "none");
+      await expectErrorPage(await call(`/authorize?${q}`));
+    }
+  });
+
+  it("accepts any port for a registered loopback IP redirect URI, and nothing else (RFC 8252)", async () => {
+    const client = await registerClient({ redirect_uris: ["http://127.0.0.1:1234/cb"] });
+    const { challenge } = await pkce();
+    const other = "http://127.0.0.1:5555/cb";
+    const ok = await call(`/authorize?${authorizeQuery(client, challenge, { redirect_uri: other })}`, {
+      headers: { Accept: "application/json" },
+    });
+    expect(ok.status).toBe(200);
+    for (const bad of ["http://127.0.0.1:5555/cb2", "http://localhost:1234/cb", "http://[::1]:1234/cb"])
+      await expectErrorPage(await call(`/authorize?${authorizeQuery(client, challenge, { redirect_uri: bad })}`));
+
+    // The login completes at the presented port, and the token request must name that same URI.
+    const login = await loginForCode(client, undefined, { extra: { redirect_uri: other } });
+    expect(`${login.redirect.origin}${login.redirect.pathname}`).toBe(other);
+    expect((await redeem(client, login.code, login.verifier, { redirect_uri: other })).status).toBe(200);
+  });
+});
+
+describe("authorization errors redirected to the client (B3, B4, B8)", () => {
+  it("carries error, state and iss for each invalid parameter", async () => {
+    const client = await registerClient();
+    const { challenge } = await pkce();
+    const cases: [Record<string, string | null>, string][] = [
+      [{ response_type: null }, "invalid_request"],
+      [{ response_type: "token" }, "unsupported_response_type"],
+      [{ response_type: "code id_token" }, "unsupported_response_type"],
+      [{ code_challenge: null }, "invalid_request"],
+      [{ code_challenge_method: null }, "invalid_request"],
+      [{ code_challenge_method: "plain" }, "invalid_request"],
+      [{ code_challenge: "too-short" }, "invalid_request"],
+      [{ code_challenge: `${"a".repeat(42)}!` }, "invalid_request"],
+      [{ scope: "email" }, "invalid_scope"],
+      [{ prompt: "bogus" }, "invalid_request"],
+      [{ prompt: "none login" }, "invalid_request"],
+      [{ max_age: "-1" }, "invalid_request"],
+      [{ response_mode: "fragment" }, "invalid_request"],
+      [{ request: "eyJ.x.y" }, "request_not_supported"],
+    ];
+    for (const [change, error] of cases) {
+      const q = new URLSearchParams(authorizeQuery(client, challenge));
+      for (const [k, v] of Object.entries(change)) v === null ? q.delete(k) : q.set(k, v);
+      const res = await call(`/authorize?${q}`, { headers: { Accept: "application/json" } });
+      expectRedirectError(res, client, error);
+      expect(res.headers.getSetCookie()).toEqual([]); // no login transaction was started
+    }
+  });
+
+  it("omits state when none was sent, and returns a 2 KB Unicode state byte for byte (B10)", async () => {
+    const client = await registerClient();
+    const { challenge } = await pkce();
+    const q = new URLSearchParams(authorizeQuery(client, challenge, { response_type: "token" }));
+    q.delete("state");
+    expectRedirectError(await call(`/authorize?${q}`), client, "unsupported_response_type", null);
+
+    const state = "é漢🙂&=?#+ %".repeat(130);
+    expect(new TextEncoder().encode(state).length).toBeGreaterThan(2000);
+    expectRedirectError(
+      await call(`/authorize?${authorizeQuery(client, challenge, { response_type: "token", state })}`),
+      client,
+      "unsupported_response_type",
+      state,
+    );
+    const login = await loginForCode(client, undefined, { extra: { state } });
+    expect(login.redirect.searchParams.get("state")).toBe(state);
+  });
+
+  it("ignores an unknown parameter (B7)", async () => {
+    const client = await registerClient();
+    const { tokens } = await fullLogin(client, undefined, { extra: { foo: "bar", ui_locales: "fr" } });
+    expect(tokens.access_token).toBeTruthy();
+  });
+});
+
+describe("AuthorizeCode (CONTRACT §2.4)", () => {
+  it("redirects redirect_to with code, state and iss once; a second use is refused", async () => {
+    const client = await registerClient();
+    const login = await loginForCode(client);
+    expect(login.redirect.searchParams.get("state")).toBe("st-123");
+    expect(login.redirect.searchParams.get("iss")).toBe(ISSUER);
+    expect(login.redirect.searchParams.get("code")).toMatch(/^ac_/);
+    expect(`${login.redirect.origin}${login.redirect.pathname}`).toBe(client.redirect_uris[0]);
+    // The tx cookie is cleared, and the transaction is gone.
+    expect(login.browser.cookies.has("kw_tx")).toBe(false);
+    expect(
+      await sql(stubForId("session", login.tx), "SELECT * FROM login_tx WHERE tx_hash = ?", await sha256(login.tx)),
+    ).toEqual([]);
+    await expectErrorPage(await login.browser.fetch(`/authorize?tx=${encodeURIComponent(login.tx)}`));
+    // The code is stored hashed, in the shard its id names.
+    const rows = await sql<{ grant_json: string }>(
+      stubForId("code", login.code),
+      "SELECT grant_json FROM codes WHERE code_hash = ?",
+      await sha256(login.code),
+    );
+    expect(JSON.parse(rows[0]?.grant_json as string)).toMatchObject({
+      client_id: client.client_id,
+      redirect_uri: client.redirect_uris[0],
+      nonce: "n-456",
+    });
+  });
+
+  it("refuses redirect_to in a browser without the session that finished the login", async () => {
+    const client = await registerClient();
+    const browser = new Browser();
+    const { challenge } = await pkce();
+    const tx = await browser.startLogin(client, challenge);
+    const email = `other.${Date.now()}.${Math.random().toString(36).slice(2)}@example.com`;
+    await browser.postJson("/email-code/generate", { tx, email });
+    const mail = (await (await call(`/__dev/mailbox/${encodeURIComponent(email)}`)).json()) as {
+      messages: { code: string }[];
+    };
+    const ver = await browser.postJson("/email-code/verify", { tx, email, code: mail.messages[0]?.code });
+    const { redirect_to } = (await ver.json()) as { redirect_to: string };
+    expect(redirect_to).toBe(`${ISSUER}/authorize?tx=${encodeURIComponent(tx)}`);
+    await expectErrorPage(await new Browser().fetch(redirect_to));
+    // The foreign attempt did not consume it.
+    const fin = await browser.fetch(redirect_to);
+    expect(fin.status).toBe(302);
+    expect(new URL(fin.headers.get("location") as string).searchParams.get("code")).toBeTruthy();
+  });
+
+  it("answers prompt=none with a code when a session exists and login_required when not (B5)", async () => {
+    const client = await registerClient();
+    const { challenge } = await pkce();
+    const none = await new Browser().fetch(`/authorize?${authorizeQuery(client, challenge, { prompt: "none" })}`);
+    const loc = expectRedirectError(none, client, "login_required");
+    expect(none.headers.getSetCookie()).toEqual([]);
+    expect(loc.searchParams.get("code")).toBeNull();
+
+    const { browser } = await loginForCode(client);
+    const other = await registerClient();
+    const { code, verifier, redirect } = await codeFromSession(browser, other);
+    expect(redirect.searchParams.get("iss")).toBe(ISSUER);
+    expect(redirect.searchParams.get("state")).toBe("st-123");
+    expect((await redeem(other, code, verifier)).status).toBe(200);
+  });
+
+  it("drops offline_access for a client without the refresh_token grant", async () => {
+    const client = await registerClient({ grant_types: ["authorization_code"] });
+    const { tokens } = await fullLogin(client);
+    expect(tokens.scope.split(" ").sort()).toEqual(["email", "openid"]);
+    expect(tokens.refresh_token).toBeUndefined();
+  });
+
+  it("starts a new login for prompt=login and for an exceeded max_age; auth_time moves forward (B6)", async () => {
+    const client = await registerClient();
+    const start = Date.now();
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(start);
+    const first = await fullLogin(client);
+    const t1 = (await verifyJwt(first.tokens.id_token)).payload.auth_time as number;
+
+    vi.setSystemTime(start + 120_000);
+    const { challenge } = await pkce();
+    // Within max_age: the session answers.
+    const within = await first.browser.fetch(`/authorize?${authorizeQuery(client, challenge, { max_age: "600" })}`);
+    expect(within.status).toBe(302);
+    // Past max_age or prompt=login: a new login (the login page), not a code.
+    for (const extra of [{ max_age: "60" }, { prompt: "login" }] as Record<string, string>[]) {
+      const res = await first.browser.fetch(`/authorize?${authorizeQuery(client, challenge, extra)}`, {
+        headers: { Accept: "application/json" },
+      });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { tx: string }).tx).toMatch(/^tx_/);
+    }
+    // prompt=none with an exceeded max_age cannot log in silently.
+    const silent = await first.browser.fetch(
+      `/authorize?${authorizeQuery(client, challenge, { max_age: "60", prompt: "none" })}`,
+    );
+    expectRedirectError(silent, client, "login_required");
+
+    const second = await fullLogin(client, first.email, { browser: first.browser, extra: { prompt: "login" } });
+    const t2 = (await verifyJwt(second.tokens.id_token)).payload.auth_time as number;
+    expect(t2).toBeGreaterThanOrEqual(t1 + 120);
+  });
+});
