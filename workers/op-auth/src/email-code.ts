@@ -168,7 +168,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   const now = Date.now();
   const sessions = shard(c.env, "session", post.tx.ref);
   const [pending] = await Promise.all([sessions.pendingLogin(post.txHash, now), takeIpQuota(c, "verify")]);
-  if (!pending) throw fail("invalid_request", "the login transaction is unknown, expired or finished");
+  // A finished or expired transaction means its code was used or has expired: CONTRACT §2.3 gives
+  // one answer, invalid_code, for wrong, expired and already used codes (checklist A6).
+  if (!pending) throw invalidCode();
   const emailKey = await emailKeyOf(config, email);
   const route = routeFromString(pending.challenge_route);
   if (pending.email !== emailKey || !route) throw invalidCode();
