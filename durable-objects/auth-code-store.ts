@@ -1,4 +1,4 @@
-import { ShardStore } from "./shard-store";
+import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
  * Authorization codes, keyed by SHA-256 of the code. Consuming a code is atomic; the ids of what the
@@ -76,6 +76,7 @@ export class AuthCodeStore extends ShardStore {
     });
   }
 }
+countVerbCalls(AuthCodeStore);
 
 export interface PresentedCode {
   client_id: string;

@@ -1,4 +1,4 @@
-import { ShardStore } from "./shard-store";
+import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
  * One-time email codes and the per-email limits that guard them, in the shard of the email (keyed by
@@ -62,7 +62,7 @@ export class ChallengeStore extends ShardStore {
     return ["challenges", "email_limits", "ip_quota"];
   }
 
-  private limits(emailKey: string, now: number): Limits {
+  #limits(emailKey: string, now: number): Limits {
     const row = this.sql
       .exec<Limits & Record<string, number>>(
         "SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at FROM email_limits WHERE email_key = ?",
@@ -76,7 +76,7 @@ export class ChallengeStore extends ShardStore {
     return l;
   }
 
-  private saveLimits(emailKey: string, l: Limits): void {
+  #saveLimits(emailKey: string, l: Limits): void {
     this.sql.exec(
       `INSERT OR REPLACE INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at)
        VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -101,7 +101,7 @@ export class ChallengeStore extends ShardStore {
     now: number,
     p: OtpPolicy,
   ): Promise<IssueResult> {
-    const l = this.limits(emailKey, now);
+    const l = this.#limits(emailKey, now);
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
     if (l.failures >= p.email_failures_per_hour)
       return { ok: false, error: "too_many_requests", retry_after: secs(l.failures_reset_at - now) };
@@ -121,7 +121,7 @@ export class ChallengeStore extends ShardStore {
       );
       l.sends += 1;
       l.last_sent_at = now;
-      this.saveLimits(emailKey, l);
+      this.#saveLimits(emailKey, l);
     });
     await this.expireAt(expiresAt);
     return { ok: true, expires_in: p.otp_ttl_seconds, resend_after: p.resend_interval_seconds };
@@ -157,7 +157,7 @@ export class ChallengeStore extends ShardStore {
    */
   verifyChallenge(emailKey: string, txHash: string, codeMac: string, now: number, p: OtpPolicy): VerifyResult {
     return this.ctx.storage.transactionSync((): VerifyResult => {
-      const l = this.limits(emailKey, now);
+      const l = this.#limits(emailKey, now);
       if (l.failures >= p.email_failures_per_hour)
         return { status: "locked", retry_after: Math.max(1, Math.ceil((l.failures_reset_at - now) / 1000)) };
 
@@ -171,17 +171,18 @@ export class ChallengeStore extends ShardStore {
       if (live && c.tx_hash === txHash && equal(c.code_mac, codeMac)) {
         this.sql.exec("DELETE FROM challenges WHERE email_key = ?", emailKey);
         l.failures = 0;
-        this.saveLimits(emailKey, l);
+        this.#saveLimits(emailKey, l);
         return { status: "ok" };
       }
       if (live && c.tx_hash === txHash)
         this.sql.exec("UPDATE challenges SET attempts = attempts + 1 WHERE email_key = ?", emailKey);
       l.failures += 1;
-      this.saveLimits(emailKey, l);
+      this.#saveLimits(emailKey, l);
       return { status: "invalid" };
     });
   }
 }
+countVerbCalls(ChallengeStore);
 
 /**
  * Per-IP quotas live in the ChallengeStore shard of the IP (keyed by an HMAC of the address), so the

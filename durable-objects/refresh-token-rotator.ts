@@ -1,4 +1,4 @@
-import { ShardStore } from "./shard-store";
+import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
  * Refresh-token families, one per login grant (RFC 9700 §4.14.2). A family holds the hash of its
@@ -147,3 +147,4 @@ export class RefreshTokenRotator extends ShardStore {
     return row ? { ...(JSON.parse(row.grant_json) as FamilyGrant), expires_at: row.expires_at } : null;
   }
 }
+countVerbCalls(RefreshTokenRotator);

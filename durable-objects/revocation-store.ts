@@ -1,4 +1,4 @@
-import { ShardStore } from "./shard-store";
+import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
  * Revocation marks for access tokens. A login's tokens are all placed in the shard its `sid` names,
@@ -34,3 +34,4 @@ export class RevocationStore extends ShardStore {
     return this.sql.exec(`SELECT 1 FROM revoked WHERE key IN (${marks}) LIMIT 1`, ...keys).toArray().length > 0;
   }
 }
+countVerbCalls(RevocationStore);

@@ -1,4 +1,4 @@
-import { ShardStore } from "./shard-store";
+import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
  * Login transactions and browser sessions. Rows are keyed by the SHA-256 of the id (tx id or session
@@ -135,13 +135,17 @@ export class SessionStore extends ShardStore {
     if (!tx) return { ok: false, reason: "unknown_tx" };
     if (!tx.session_hash) return { ok: false, reason: "not_logged_in" };
     if (tx.session_hash !== sessionHash) return { ok: false, reason: "session_mismatch" };
-    const session = this.session(sessionHash, now);
+    const session = this.#readSession(sessionHash, now);
     if (!session) return { ok: false, reason: "not_logged_in" };
     this.sql.exec("DELETE FROM login_tx WHERE tx_hash = ?", txHash);
     return { ok: true, request: JSON.parse(tx.request) as AuthRequest, session };
   }
 
   session(sessionHash: string, now: number): SessionInfo | null {
+    return this.#readSession(sessionHash, now);
+  }
+
+  #readSession(sessionHash: string, now: number): SessionInfo | null {
     return (
       this.sql
         .exec<Record<keyof SessionInfo, never>>(
@@ -161,3 +165,4 @@ export class SessionStore extends ShardStore {
     return row?.sid ?? null;
   }
 }
+countVerbCalls(SessionStore);

@@ -9,6 +9,9 @@ export abstract class ShardStore extends DurableObject {
   protected readonly sql: SqlStorage;
   /** The alarm time this instance last saw or set; undefined until first asked. */
   private alarmAt: number | null | undefined;
+  /** Verb calls served since this instance started (in memory: a benchmark reads them while shards are warm). */
+  private served = 0;
+  private readonly startedAt = Date.now();
 
   constructor(ctx: DurableObjectState, env: unknown) {
     super(ctx, env as never);
@@ -31,6 +34,11 @@ export abstract class ShardStore extends DurableObject {
     await this.ctx.storage.setAlarm(at);
   }
 
+  /** Requests served by this shard since it started; read by `GET /admin/v1/stats`. */
+  stats(): { served: number; since: number } {
+    return { served: this.served, since: this.startedAt };
+  }
+
   override async alarm(): Promise<void> {
     const now = Date.now();
     this.alarmAt = null;
@@ -41,5 +49,21 @@ export abstract class ShardStore extends DurableObject {
       if (row.e !== null) next = Math.min(next, row.e);
     }
     if (Number.isFinite(next)) await this.expireAt(Math.max(next, now + 60_000));
+  }
+}
+
+/**
+ * Counts every call of a store's own verbs (its prototype's methods), so per-shard load is visible
+ * without a line in each verb. Applied once per class, next to its definition.
+ */
+export function countVerbCalls(store: abstract new (...args: never[]) => ShardStore): void {
+  const proto = store.prototype as unknown as Record<string, unknown>;
+  for (const name of Object.getOwnPropertyNames(proto)) {
+    const verb = proto[name];
+    if (name === "constructor" || typeof verb !== "function" || ["schema", "expiringTables"].includes(name)) continue;
+    proto[name] = function (this: ShardStore, ...args: unknown[]) {
+      (this as unknown as { served: number }).served++;
+      return (verb as (...a: unknown[]) => unknown).apply(this, args);
+    };
   }
 }

@@ -85,7 +85,7 @@ export function validateAuthorizeRequest(
     maxAge = Number(params.max_age);
   }
   if (params.nonce !== undefined && params.nonce.length > 512) fail("invalid_request", "nonce is too long");
-  if (state !== undefined && state.length > 4096) fail("invalid_request", "state is too long");
+  if (state !== undefined && state.length > 8192) fail("invalid_request", "state is too long");
 
   const req: ValidatedRequest = {
     client_id: client.client_id,

@@ -7,6 +7,7 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
 import { listKeys, rotateKeys, scheduledRotation } from "./keys";
+import { shardStats } from "./stats";
 import { createUser, deleteUser, getUser, importUsers, listUsers, revokeUser } from "./users";
 
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
@@ -45,6 +46,7 @@ app.get("/admin/v1/shards", (c) => {
   });
 });
 
+app.get("/admin/v1/stats", shardStats);
 app.get("/admin/v1/keys", listKeys);
 app.post("/admin/v1/keys/rotate", rotateKeys);
 
