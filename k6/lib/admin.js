@@ -1,0 +1,64 @@
+import http from "k6/http";
+import { ADMIN_TOKEN, BASE_URL, REDIRECT_URI, REQUEST_TIMEOUT } from "./config.js";
+import { describe, jsonBody } from "./http-util.js";
+
+function adminParams() {
+  return {
+    headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" },
+    timeout: REQUEST_TIMEOUT,
+    tags: { step: "Admin" },
+  };
+}
+
+export function requireAdminToken() {
+  if (!ADMIN_TOKEN) throw new Error("ADMIN_TOKEN is required (k6 run -e ADMIN_TOKEN=...; locally it is in .dev.vars)");
+}
+
+/** Registers the load test's confidential client (client_secret_basic). The flow never follows the redirect URI. */
+export function createClient(name, scope) {
+  requireAdminToken();
+  const res = http.post(
+    `${BASE_URL}/admin/v1/clients`,
+    JSON.stringify({
+      client_name: name,
+      redirect_uris: [REDIRECT_URI],
+      token_endpoint_auth_method: "client_secret_basic",
+      grant_types: ["authorization_code", "refresh_token"],
+      scope,
+    }),
+    Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/clients" } }),
+  );
+  const body = jsonBody(res);
+  if (res.status !== 201 || !body || !body.client_id || !body.client_secret)
+    throw new Error(`could not register the load-test client: ${describe(res)}`);
+  return { client_id: body.client_id, client_secret: body.client_secret, redirect_uri: REDIRECT_URI, scope };
+}
+
+export function deleteClient(clientId) {
+  if (!clientId) return;
+  const res = http.del(
+    `${BASE_URL}/admin/v1/clients/${encodeURIComponent(clientId)}`,
+    null,
+    Object.assign(adminParams(), { tags: { step: "Admin", name: "DELETE /admin/v1/clients/{id}" } }),
+  );
+  if (res.status !== 204) console.warn(`could not delete the load-test client ${clientId}: ${describe(res)}`);
+}
+
+/** Imports addresses, at most 1,000 per call (CONTRACT §5). */
+export function importUsers(emails) {
+  let created = 0;
+  let existing = 0;
+  for (let i = 0; i < emails.length; i += 1000) {
+    const chunk = emails.slice(i, i + 1000).map((email) => ({ email }));
+    const res = http.post(
+      `${BASE_URL}/admin/v1/users/import`,
+      JSON.stringify({ users: chunk }),
+      Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/users/import" }, timeout: "60s" }),
+    );
+    const body = jsonBody(res);
+    if (res.status !== 200 || !body) throw new Error(`user import failed at ${i}: ${describe(res)}`);
+    created += body.created || 0;
+    existing += body.existing || 0;
+  }
+  return { created, existing };
+}

@@ -1,0 +1,54 @@
+import { Counter, Rate, Trend } from "k6/metrics";
+import { num } from "./config.js";
+import { describe, jsonBody } from "./http-util.js";
+
+/** Per-step latency (ms, the step's HTTP request only; the mailbox read is never counted). */
+export const stepTrend = {
+  AuthorizeInit: new Trend("step_authorize_init", true),
+  EmailCodeGenerate: new Trend("step_email_code_generate", true),
+  EmailCodeVerify: new Trend("step_email_code_verify", true),
+  AuthorizeCode: new Trend("step_authorize_code", true),
+  Token: new Trend("step_token", true),
+};
+
+/** The five steps added up (no mailbox wait), for successful logins. */
+export const fullFlow = new Trend("full_flow", true);
+/** How long the code took to show up in the mailbox after EmailCodeGenerate answered. */
+export const mailboxWait = new Trend("mailbox_wait", true);
+export const loginSuccess = new Rate("login_success");
+
+export const errors = {
+  rateLimited: new Counter("errors_rate_limited"), // any 429
+  server: new Counter("errors_server"), // 5xx, timeouts, connection failures
+  otp: new Counter("errors_otp"), // invalid_code, too_many_attempts-free OTP failures, no mail
+  session: new Counter("errors_session"), // login transaction / session failures
+  code: new Counter("errors_code"), // invalid_grant at the token endpoint
+  other: new Counter("errors_other"), // anything else unexpected (invalid_client, bad claims, ...)
+};
+
+const LOG_LIMIT = num("LOG_FAILURES", 5);
+let logged = 0;
+
+/** Logs the first LOG_FAILURES failures of each VU, so a run says what went wrong without flooding. */
+export function logFailure(step, what, res) {
+  if (logged >= LOG_LIMIT) return;
+  logged++;
+  console.warn(`[${step}] ${what}: ${res ? describe(res) : ""}`);
+}
+
+/**
+ * Counts one failed step in the right error counter. `kind` is the counter to use when the response
+ * itself (429, 5xx, timeout) does not decide it. Returns the counter's name.
+ */
+export function countFailure(step, res, kind, what) {
+  const tags = { step };
+  const body = res ? jsonBody(res) : null;
+  let bucket = kind;
+  if (res && res.status === 429) bucket = "rateLimited";
+  else if (res && (res.status === 0 || res.status >= 500)) bucket = "server";
+  else if (body && body.error === "invalid_code") bucket = "otp";
+  else if (body && body.error === "invalid_grant" && step !== "AuthorizeInit") bucket = "code";
+  errors[bucket].add(1, tags);
+  logFailure(step, `${what} [${bucket}]`, res);
+  return bucket;
+}
