@@ -93,7 +93,14 @@ async function liveSession(
   const session = await currentSession(env, config, req);
   if (!session) return null;
   if (request.max_age !== undefined && Date.now() / 1000 - session.auth_time > request.max_age) return null;
-  return userStillValid(await findUser(env, session.sub), session.auth_time) ? session : null;
+  // A logout by id_token_hint alone marks the sid without the cookie to delete the session row:
+  // that mark ends the session here too (CONTRACT §3 logout; checklist E3).
+  const sid = parseId(config.SHARDS, "sid", session.sid);
+  const [user, revoked] = await Promise.all([
+    findUser(env, session.sub),
+    sid ? shard(env, "revocation", sid.ref).anyRevoked([`sid:${session.sid}`]) : true,
+  ]);
+  return !revoked && userStillValid(user, session.auth_time) ? session : null;
 }
 
 /** Starts a login transaction and answers with the login page (or its JSON form, for API clients). */
