@@ -99,7 +99,7 @@ export class Browser {
   }
 
   /** AuthorizeInit as an API client: the tx id (also kept as the tx cookie). */
-  async startLogin(client: TestClient, challenge: string, extra: Record<string, string> = {}): Promise<string> {
+  async startLogin(client: TestClient, challenge: string, extra: Record<string, string | null> = {}): Promise<string> {
     const res = await this.fetch(`/authorize?${authorizeQuery(client, challenge, extra)}`, {
       headers: { Accept: "application/json" },
     });
@@ -181,8 +181,13 @@ export async function latestCode(email: string, testEnv: object = env): Promise<
   return (messages[0] as { code: string }).code;
 }
 
-export function authorizeQuery(client: TestClient, challenge: string, extra: Record<string, string> = {}): string {
-  return new URLSearchParams({
+/** The authorization request's query; an `extra` value of null leaves that parameter out. */
+export function authorizeQuery(
+  client: TestClient,
+  challenge: string,
+  extra: Record<string, string | null> = {},
+): string {
+  const params: Record<string, string | null> = {
     response_type: "code",
     client_id: client.client_id,
     redirect_uri: client.redirect_uris[0] as string,
@@ -192,7 +197,8 @@ export function authorizeQuery(client: TestClient, challenge: string, extra: Rec
     code_challenge: challenge,
     code_challenge_method: "S256",
     ...extra,
-  }).toString();
+  };
+  return new URLSearchParams(Object.entries(params).filter((e): e is [string, string] => e[1] !== null)).toString();
 }
 
 export interface LoginResult {
@@ -207,7 +213,7 @@ export interface LoginResult {
 export async function loginForCode(
   client: TestClient,
   email = uniqueEmail(),
-  opts: { browser?: Browser; extra?: Record<string, string>; env?: TestEnv } = {},
+  opts: { browser?: Browser; extra?: Record<string, string | null>; env?: TestEnv } = {},
 ): Promise<LoginResult> {
   const browser = opts.browser ?? new Browser(opts.env ? { env: opts.env } : {});
   const { verifier, challenge } = await pkce();
@@ -228,7 +234,7 @@ export async function loginForCode(
 export async function codeFromSession(
   browser: Browser,
   client: TestClient,
-  extra: Record<string, string> = {},
+  extra: Record<string, string | null> = {},
 ): Promise<{ code: string; verifier: string; redirect: URL }> {
   const { verifier, challenge } = await pkce();
   const res = await browser.fetch(`/authorize?${authorizeQuery(client, challenge, { prompt: "none", ...extra })}`);
@@ -290,7 +296,7 @@ export interface Tokens {
 export async function fullLogin(
   client: TestClient,
   email = uniqueEmail(),
-  opts: { browser?: Browser; extra?: Record<string, string>; env?: TestEnv } = {},
+  opts: { browser?: Browser; extra?: Record<string, string | null>; env?: TestEnv } = {},
 ) {
   const login = await loginForCode(client, email, opts);
   const res = await redeem(client, login.code, login.verifier, {}, login.browser.env);

@@ -1,0 +1,231 @@
+import { env } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import {
+  Browser,
+  call,
+  codeFromSession,
+  form,
+  fullLogin,
+  idParts,
+  loginForCode,
+  mailbox,
+  pkce,
+  redeem,
+  refreshGrant,
+  registerClient,
+  sha256,
+  shardStub,
+  sql,
+  stubForId,
+  type Tokens,
+  uniqueEmail,
+  userinfo,
+  verifyJwt,
+  withVars,
+} from "../support/harness";
+
+const STORES = ["session", "challenge", "code", "revocation", "refresh"] as const;
+const NEW_COUNT = 8;
+
+/** The test env with every store's shard count raised to 8: a new generation 1 appended. */
+function raisedEnv() {
+  const current = JSON.parse(env.SHARDS) as Record<string, number[]>;
+  const next: Record<string, number[]> = { ...current };
+  for (const s of STORES) next[s] = [...(current[s] as number[]), NEW_COUNT];
+  return withVars({ SHARDS: JSON.stringify(next) });
+}
+
+/** The generation an id (or a refresh token, `<grant id>.<secret>`) was placed in. */
+const genOf = (id: string) => idParts(id.split(".")[0] as string).gen;
+const gen0 = (id: string) => expect(genOf(id), id).toBe(0);
+
+async function json<T>(res: Response, status = 200): Promise<T> {
+  expect(res.status, await res.clone().text()).toBe(status);
+  return (await res.json()) as T;
+}
+
+describe("raising shard counts (a new generation)", () => {
+  it("keeps every id issued before resolving, and places new ids in generation 1 across all new shards", async () => {
+    const e2 = raisedEnv();
+    const client = await registerClient();
+
+    // ---- Before: state of every kind under generation 0. ----
+    const a = await fullLogin(client); // a session, a sid, a refresh family, an access token
+    const aSession = a.browser.cookies.get("kw_session") as string;
+    const aAccess = await verifyJwt(a.tokens.access_token);
+    gen0(aSession);
+    gen0(a.tx);
+    gen0(a.tokens.refresh_token as string);
+    gen0(aAccess.payload.jti as string);
+    gen0(aAccess.payload.sid as string);
+
+    const b = await loginForCode(client); // an unredeemed code
+    gen0(b.code);
+
+    // A login waiting for its code (tx and challenge in generation 0) ...
+    const c = { email: uniqueEmail("pending") };
+    const { challenge: cChallenge, verifier: cVerifier } = await pkce();
+    const cOld = new Browser();
+    const cTxOld = await cOld.startLogin(client, cChallenge);
+    gen0(cTxOld);
+    expect((await cOld.postJson("/email-code/generate", { tx: cTxOld, email: c.email })).status).toBe(200);
+    const cCode = (await mailbox(c.email))[0]?.code as string;
+    // ... and one that has not asked for a code yet.
+    const d = new Browser();
+    const { challenge: dChallenge, verifier: dVerifier } = await pkce();
+    const dTx = await d.startLogin(client, dChallenge);
+    gen0(dTx);
+
+    // ---- After: the same browsers and tokens, served under the raised config. ----
+    for (const br of [a.browser, cOld, d]) Object.assign(br, { env: e2 });
+
+    // The pending login finishes: verify goes to the challenge's recorded generation-0 shard.
+    const cVer = await json<{ redirect_to: string }>(
+      await cOld.postJson("/email-code/verify", { tx: cTxOld, email: c.email, code: cCode }),
+    );
+    const cSession = cOld.cookies.get("kw_session") as string;
+    gen0(cSession); // a session is created in its tx's shard
+    const cFin = await cOld.fetch(cVer.redirect_to);
+    expect(cFin.status).toBe(302);
+    const cNewCode = new URL(cFin.headers.get("location") as string).searchParams.get("code") as string;
+    expect(idParts(cNewCode).gen).toBe(1);
+    const cTokens = await json<Tokens>(await redeem(client, cNewCode, cVerifier, {}, e2));
+    expect(genOf(cTokens.refresh_token as string)).toBe(1);
+
+    // The login that had not asked yet: its code now goes to a generation-1 challenge shard.
+    const dEmail = uniqueEmail("late");
+    expect((await d.postJson("/email-code/generate", { tx: dTx, email: dEmail })).status).toBe(200);
+    const [dRow] = await sql<{ challenge_route: string }>(
+      stubForId("session", dTx),
+      "SELECT challenge_route FROM login_tx WHERE tx_hash = ?",
+      await sha256(dTx),
+    );
+    expect(dRow?.challenge_route).toMatch(/^challenge:1:\d$/);
+    const dCode = (await mailbox(dEmail, e2))[0]?.code as string;
+    const dVer = await json<{ redirect_to: string }>(
+      await d.postJson("/email-code/verify", { tx: dTx, email: dEmail, code: dCode }),
+    );
+    const dFin = await d.fetch(dVer.redirect_to);
+    const dAuthCode = new URL(dFin.headers.get("location") as string).searchParams.get("code") as string;
+    expect((await redeem(client, dAuthCode, dVerifier, {}, e2)).status).toBe(200);
+
+    // The unredeemed generation-0 code redeems.
+    const bTokens = await json<Tokens>(await redeem(client, b.code, b.verifier, {}, e2));
+    expect(genOf(bTokens.refresh_token as string)).toBe(1);
+
+    // The generation-0 session still answers prompt=none; the new code is generation 1.
+    const aAgain = await codeFromSession(a.browser, client);
+    expect(idParts(aAgain.code).gen).toBe(1);
+    expect((await redeem(client, aAgain.code, aAgain.verifier, {}, e2)).status).toBe(200);
+
+    // Old tokens: the access token's jti and sid resolve, the refresh family rotates in place.
+    expect((await userinfo(a.tokens.access_token, e2)).status).toBe(200);
+    const intro = await json<{ active: boolean }>(
+      await form(client, { token: a.tokens.access_token }, "/introspect", e2),
+    );
+    expect(intro.active).toBe(true);
+    const rotated = await json<Tokens>(await refreshGrant(client, a.tokens.refresh_token as string, {}, e2));
+    gen0(rotated.refresh_token as string);
+    const rotatedJti = (await verifyJwt(rotated.access_token)).payload.jti as string;
+    gen0(rotatedJti); // colocated with its generation-0 sid
+    expect((await userinfo(rotated.access_token, e2)).status).toBe(200);
+
+    // Revocation under the new config lands where the old config looks too.
+    expect((await form(client, { token: a.tokens.access_token }, "/revoke", e2)).status).toBe(200);
+    expect((await userinfo(a.tokens.access_token)).status).toBe(401);
+    expect((await userinfo(a.tokens.access_token, e2)).status).toBe(401);
+    expect((await userinfo(rotated.access_token, e2)).status).toBe(200);
+
+    // Logout of the generation-0 session ends it and its tokens.
+    expect((await a.browser.fetch(`/logout?id_token_hint=${a.tokens.id_token}`)).status).toBe(200);
+    expect(
+      await sql(
+        stubForId("session", aSession),
+        "SELECT 1 FROM sessions WHERE session_hash = ?",
+        await sha256(aSession),
+      ),
+    ).toEqual([]);
+    expect((await userinfo(rotated.access_token, e2)).status).toBe(401);
+    expect((await refreshGrant(client, rotated.refresh_token as string, {}, e2)).status).toBe(400);
+
+    // A generation-1 id means nothing to the old config (it never had those shards).
+    const old = await userinfo(cTokens.access_token);
+    expect(old.status).toBe(401);
+    expect((await userinfo(cTokens.access_token, e2)).status).toBe(200);
+  });
+
+  it("spreads new ids of every kind over all shards of generation 1, and stores them there", async () => {
+    const e2 = raisedEnv();
+    const client = await registerClient({}, e2);
+    const seen: Record<string, Set<number>> = {
+      tx: new Set(),
+      ses: new Set(),
+      sid: new Set(),
+      at: new Set(),
+      ac: new Set(),
+      gr: new Set(),
+    };
+    const note = (id: string) => {
+      const p = idParts(id);
+      expect(p.gen, id).toBe(1);
+      seen[p.prefix]?.add(p.shard);
+    };
+
+    const logins = [];
+    const N = 96;
+    for (let batch = 0; batch < N; batch += 24)
+      logins.push(
+        ...(await Promise.all(
+          Array.from({ length: 24 }, async () => {
+            const r = await fullLogin(client, uniqueEmail("spread"), { env: e2 });
+            const at = await verifyJwt(r.tokens.access_token);
+            note(r.tx);
+            note(r.browser.cookies.get("kw_session") as string);
+            note(at.payload.sid as string);
+            note(at.payload.jti as string);
+            note(r.code);
+            note((r.tokens.refresh_token as string).split(".")[0] as string);
+            return r;
+          }),
+        )),
+      );
+    for (const [kind, shards] of Object.entries(seen))
+      expect(
+        [...shards].sort((x, y) => x - y),
+        kind,
+      ).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+
+    // Stored where the ids say: the session row in session:g1:s<k>, the family in refresh:g1:s<k>.
+    const one = logins[0] as (typeof logins)[number];
+    const sessionId = one.browser.cookies.get("kw_session") as string;
+    expect(
+      await sql(
+        stubForId("session", sessionId),
+        "SELECT sid FROM sessions WHERE session_hash = ?",
+        await sha256(sessionId),
+      ),
+    ).toHaveLength(1);
+    const grantId = (one.tokens.refresh_token as string).split(".")[0] as string;
+    expect(
+      await sql(stubForId("refresh", grantId), "SELECT 1 FROM families WHERE family_hash = ?", await sha256(grantId)),
+    ).toHaveLength(1);
+    // And not in the generation-0 object of the same shard number.
+    const { shard } = idParts(grantId);
+    if (shard < 3) {
+      expect(
+        await sql(
+          shardStub("refresh", 0, shard),
+          "SELECT 1 FROM families WHERE family_hash = ?",
+          await sha256(grantId),
+        ),
+      ).toEqual([]);
+    }
+  });
+
+  it("reports the new generation at /admin/v1/shards", async () => {
+    const e2 = raisedEnv();
+    const res = await call("/admin/v1/shards", { headers: { Authorization: `Bearer ${env.ADMIN_TOKEN}` } }, e2);
+    const { stores } = (await res.json()) as { stores: Record<string, { generation: number; shards: number }> };
+    for (const s of STORES) expect(stores[s]).toMatchObject({ generation: 1, shards: NEW_COUNT });
+  });
+});
