@@ -21,8 +21,13 @@ export async function findUser(env: Env, id: string): Promise<User | null> {
   return env.DB.prepare("SELECT * FROM users WHERE id = ?").bind(id).first<User>();
 }
 
-/** Sign-up is sign-in: the first verified email creates its user. One round trip either way. */
+/**
+ * Sign-up is sign-in: the first verified email creates its user. An existing user (the common case)
+ * costs one read; only a first login writes.
+ */
 export async function findOrCreateUser(env: Env, email: string, now: number): Promise<User> {
+  const existing = await findUserByEmail(env, email);
+  if (existing) return existing;
   const created = await env.DB.prepare(
     `INSERT INTO users (id, email, created_at, updated_at) VALUES (?, ?, ?, ?)
      ON CONFLICT(email) DO UPDATE SET email = email RETURNING *`,
