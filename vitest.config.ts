@@ -1,6 +1,7 @@
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import { createTestTls, TEST_TLS_DIR_VAR } from "./test/support/global-setup-tls.js";
+import type { MailPeers } from "./test/support/global-setup-types.js";
 
 /** Test-only secrets, generated per run: nothing public is ever a fallback for a required secret. */
 function testVars(): Record<string, string> {
@@ -15,28 +16,45 @@ function testVars(): Record<string, string> {
     SIGNING_KEY_RS256: JSON.stringify(rsa),
     SIGNING_KEY_ES256: JSON.stringify(ec),
     MAIL_TRANSPORT: "dev",
+    MAIL_OUTBOX_SECRET: randomBytes(32).toString("base64url"),
     SHARDS: JSON.stringify({ session: [3], challenge: [3], code: [3], revocation: [3], refresh: [3] }),
     POLICY: JSON.stringify({ client_cache_seconds: 0 }),
   };
 }
 
 export default defineConfig(async () => {
+  // The SMTP test server's certificate comes from a per-run CA that workerd must trust. Miniflare reads
+  // NODE_EXTRA_CA_CERTS once, when it is first imported, so the CA exists before the pool is imported.
+  const tls = createTestTls();
+  process.env.NODE_EXTRA_CA_CERTS = tls.caFile;
+  process.env[TEST_TLS_DIR_VAR] = tls.dir;
+  const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-plugin");
   const migrations = await readD1Migrations("./schema");
   return {
     test: {
       projects: [
         {
           plugins: [
-            cloudflareTest({
+            // Mail peers (test/support/global-setup.ts) reach the tests as TEST_MAIL_PEERS, an object
+            // binding that config parsing ignores; SEND_EMAIL is Miniflare's local Email Service binding.
+            cloudflareTest(async ({ inject }) => ({
               wrangler: { configPath: "./wrangler.toml" },
-              miniflare: { bindings: { ...testVars(), TEST_MIGRATIONS: migrations } },
-            }),
+              miniflare: {
+                bindings: {
+                  ...testVars(),
+                  TEST_MIGRATIONS: migrations,
+                  TEST_MAIL_PEERS: inject("mailPeers") as MailPeers as never,
+                },
+                email: { send_email: [{ name: "SEND_EMAIL" }] },
+              },
+            })),
           ],
           test: {
             name: "workers",
             include: ["test/**/*.test.ts"],
             exclude: ["test/e2e/**"],
             setupFiles: ["./test/support/setup.ts"],
+            globalSetup: ["./test/support/global-setup.ts"],
           },
         },
         {

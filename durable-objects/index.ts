@@ -1,9 +1,12 @@
 /**
- * The store Worker: it owns the five Durable Object classes, which the three Keyway Workers bind by
+ * The store Worker: it owns the Durable Object classes (the five stores, plus MailOutbox and
+ * AuditBuffer, which work behind the requests), which the three Keyway Workers bind by
  * `script_name`. It serves no HTTP of its own.
  */
+export { AuditBuffer } from "./audit-buffer";
 export { AuthCodeStore } from "./auth-code-store";
 export { ChallengeStore } from "./challenge-store";
+export { MailOutbox } from "./mail-outbox";
 export { RefreshTokenRotator } from "./refresh-token-rotator";
 export { RevocationStore } from "./revocation-store";
 export { SessionStore } from "./session-store";

@@ -18,6 +18,15 @@ const shardsSchema = z
       z.ZodArray<typeof shardCount>
     >,
   )
+  .extend({
+    /**
+     * Shard counts of the two write-behind objects, MailOutbox and AuditBuffer. Optional: they hold
+     * only transient rows (a mail waiting for a retry, audit events waiting for the next D1 flush)
+     * whose alarms run wherever they are, so a count can change at any time.
+     */
+    mail: z.array(shardCount).min(1).max(36).default([4]),
+    audit: z.array(shardCount).min(1).max(36).default([4]),
+  })
   .strict();
 export type ShardConfig = z.infer<typeof shardsSchema>;
 
@@ -58,6 +67,12 @@ const policySchema = z
       .default(900),
     /** The cron trigger rotates keys older than this. */
     key_rotation_days: z.number().int().min(1).max(365).default(30),
+    /** Delivery attempts per one-time-code mail (the first included), retried by the MailOutbox alarm. */
+    mail_attempts: z.number().int().min(1).max(10).default(5),
+    /** The first retry's delay; each later one waits three times longer (10 s, 30 s, 90 s, ...). */
+    mail_retry_seconds: z.number().int().min(1).max(300).default(10),
+    /** How long the first attempt, in the Worker after the response, may take before the outbox takes over. */
+    mail_timeout_seconds: z.number().int().min(1).max(20).default(8),
   })
   .strict();
 export type Policy = z.infer<typeof policySchema>;
@@ -83,6 +98,65 @@ const json = <T extends z.ZodType>(schema: T) =>
 
 const privateJwk = z.object({ kty: z.enum(["RSA", "EC"]), d: z.string().min(1) }).loose();
 
+/** Mail: the transport and its settings. Checked per transport by `checkMail`. */
+const mailFields = {
+  /** `dev` (D1 dev mailbox, never in production), `send_email` (Cloudflare binding), `http` (an email API), `smtp`. */
+  MAIL_TRANSPORT: z.enum(["dev", "send_email", "http", "smtp"]),
+  MAIL_FROM: z.email().default("login@keyway.invalid"),
+  /** The display name in From; the issuer's name when unset. */
+  MAIL_FROM_NAME: z.string().min(1).max(100).optional(),
+  /** Seals a message (with its code) while it waits in the MailOutbox for a retry. */
+  MAIL_OUTBOX_SECRET: secret("MAIL_OUTBOX_SECRET"),
+  /** `http` transport: which provider's JSON API (Resend's `POST /emails`). */
+  MAIL_HTTP_PROVIDER: z.enum(["resend"]).default("resend"),
+  /** `http` transport: the API endpoint; the provider's own when unset. */
+  MAIL_HTTP_URL: z.url().optional(),
+  /** `http` transport: the provider's API key (a secret). */
+  MAIL_API_KEY: z.string().min(8).optional(),
+  SMTP_HOST: z.string().min(1).max(253).optional(),
+  SMTP_PORT: z
+    .string()
+    .regex(/^[0-9]{1,5}$/, "SMTP_PORT must be a port number")
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(65535))
+    .default(587),
+  SMTP_USER: z.string().min(1).max(256).optional(),
+  /** A secret. */
+  SMTP_PASSWORD: z.string().min(1).max(1024).optional(),
+  /** `on`: STARTTLS is required before AUTH and DATA (the default); `off` only for a relay on a private network, never in production. */
+  SMTP_STARTTLS: z.enum(["on", "off"]).default("on"),
+  /** The name this host gives in EHLO. */
+  SMTP_HELO_NAME: z
+    .string()
+    .regex(/^[A-Za-z0-9.-]{1,253}$/, "SMTP_HELO_NAME must be a host name")
+    .optional(),
+};
+
+const mailObject = z.object(mailFields);
+type MailFields = z.infer<typeof mailObject> & { ENVIRONMENT: string };
+
+/** Per-transport requirements, and what production refuses. Shared by the Workers' config and the outbox's. */
+function checkMail(env: MailFields, ctx: z.core.$RefinementCtx): void {
+  const need = (key: keyof MailFields, why: string) => {
+    if (env[key] === undefined) ctx.addIssue({ code: "custom", path: [key], message: `${key} is required ${why}` });
+  };
+  if (env.MAIL_TRANSPORT === "http") need("MAIL_API_KEY", "with MAIL_TRANSPORT=http");
+  if (env.MAIL_TRANSPORT === "smtp") {
+    need("SMTP_HOST", "with MAIL_TRANSPORT=smtp");
+    if ((env.SMTP_USER === undefined) !== (env.SMTP_PASSWORD === undefined))
+      ctx.addIssue({ code: "custom", path: ["SMTP_PASSWORD"], message: "SMTP_USER and SMTP_PASSWORD go together" });
+  }
+  if (env.ENVIRONMENT !== "production") return;
+  if (env.MAIL_TRANSPORT === "dev")
+    ctx.addIssue({ code: "custom", path: ["MAIL_TRANSPORT"], message: "the dev mailbox is never on in production" });
+  if (env.MAIL_FROM.endsWith(".invalid"))
+    ctx.addIssue({ code: "custom", path: ["MAIL_FROM"], message: "production needs a real sender address" });
+  if (env.MAIL_TRANSPORT === "smtp" && env.SMTP_STARTTLS === "off")
+    ctx.addIssue({ code: "custom", path: ["SMTP_STARTTLS"], message: "production never sends mail in the clear" });
+  if (env.MAIL_HTTP_URL !== undefined && !env.MAIL_HTTP_URL.startsWith("https://"))
+    ctx.addIssue({ code: "custom", path: ["MAIL_HTTP_URL"], message: "production requires an https mail API" });
+}
+
 const envSchema = z
   .object({
     ENVIRONMENT: z.enum(["development", "test", "production"]),
@@ -94,8 +168,7 @@ const envSchema = z
     KEY_ENCRYPTION_SECRET: secret("KEY_ENCRYPTION_SECRET"),
     SIGNING_KEY_RS256: json(privateJwk.extend({ kty: z.literal("RSA") })),
     SIGNING_KEY_ES256: json(privateJwk.extend({ kty: z.literal("EC"), crv: z.literal("P-256") })),
-    MAIL_TRANSPORT: z.enum(["dev"]),
-    MAIL_FROM: z.email().default("login@keyway.invalid"),
+    ...mailFields,
     SIGNUP: z.enum(["open", "invite"]).default("open"),
     SHARDS: json(shardsSchema),
     POLICY: json(policySchema).default(policySchema.parse({})),
@@ -103,11 +176,10 @@ const envSchema = z
   })
   .strict()
   .superRefine((env, ctx) => {
+    checkMail(env, ctx);
     if (env.ENVIRONMENT !== "production") return;
     if (!env.ISSUER.startsWith("https://"))
       ctx.addIssue({ code: "custom", path: ["ISSUER"], message: "production requires an https issuer" });
-    if (env.MAIL_TRANSPORT === "dev")
-      ctx.addIssue({ code: "custom", path: ["MAIL_TRANSPORT"], message: "the dev mailbox is never on in production" });
     if (env.DEMO_APP === "on")
       ctx.addIssue({ code: "custom", path: ["DEMO_APP"], message: "the demo app is local-only" });
   });
@@ -131,7 +203,49 @@ export function loadConfig(env: object): Config {
     const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "env"}: ${i.message}`).join("; ");
     throw new ConfigError(`invalid Keyway configuration: ${detail}`);
   }
+  checkMailBinding(env, parsed.data);
   const config = { ...parsed.data, secureCookies: parsed.data.ISSUER.startsWith("https://") };
   cache.set(env, config);
   return config;
+}
+
+/** The `send_email` transport needs its binding (an object, so the string schema cannot see it). */
+function checkMailBinding(env: object, config: { MAIL_TRANSPORT: string }): void {
+  if (config.MAIL_TRANSPORT !== "send_email") return;
+  const binding = (env as { SEND_EMAIL?: { send?: unknown } }).SEND_EMAIL;
+  if (typeof binding?.send !== "function")
+    throw new ConfigError(
+      "invalid Keyway configuration: MAIL_TRANSPORT=send_email needs a send_email binding named SEND_EMAIL",
+    );
+}
+
+/**
+ * What the store Worker needs to retry mail from the MailOutbox: the issuer's name and the mail
+ * settings, checked as strictly as the Workers' (production refusals included). Other variables
+ * are ignored: the store Worker holds no signing key, admin token or OTP secret.
+ */
+const mailSchema = z
+  .object({
+    ENVIRONMENT: z.enum(["development", "test", "production"]),
+    ISSUER: z.url(),
+    ISSUER_NAME: z.string().min(1).max(100).default("Keyway"),
+    ...mailFields,
+  })
+  .superRefine(checkMail);
+export type MailConfig = z.infer<typeof mailSchema>;
+
+const mailCache = new WeakMap<object, MailConfig>();
+
+export function loadMailConfig(env: object): MailConfig {
+  const hit = mailCache.get(env);
+  if (hit) return hit;
+  const vars = Object.fromEntries(Object.entries(env).filter(([k, v]) => typeof v === "string" && !k.startsWith("__")));
+  const parsed = mailSchema.safeParse(vars);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "env"}: ${i.message}`).join("; ");
+    throw new ConfigError(`invalid Keyway mail configuration: ${detail}`);
+  }
+  checkMailBinding(env, parsed.data);
+  mailCache.set(env, parsed.data);
+  return parsed.data;
 }

@@ -1,5 +1,7 @@
+import type { AuditBuffer } from "../../durable-objects/audit-buffer";
 import type { AuthCodeStore } from "../../durable-objects/auth-code-store";
 import type { ChallengeStore } from "../../durable-objects/challenge-store";
+import type { MailOutbox } from "../../durable-objects/mail-outbox";
 import type { RefreshTokenRotator } from "../../durable-objects/refresh-token-rotator";
 import type { RevocationStore } from "../../durable-objects/revocation-store";
 import type { SessionStore } from "../../durable-objects/session-store";
@@ -12,4 +14,10 @@ export interface Env {
   AUTH_CODES: DurableObjectNamespace<AuthCodeStore>;
   REVOCATIONS: DurableObjectNamespace<RevocationStore>;
   REFRESH_TOKENS: DurableObjectNamespace<RefreshTokenRotator>;
+  /** Retries of one-time-code mail (workers/shared/mail). */
+  MAIL_OUTBOX: DurableObjectNamespace<MailOutbox>;
+  /** Write-behind buffers of the audit trail (workers/shared/audit.ts). */
+  AUDIT: DurableObjectNamespace<AuditBuffer>;
+  /** Cloudflare Email Service, only with MAIL_TRANSPORT=send_email (config checks it is there). */
+  SEND_EMAIL?: SendEmail;
 }

@@ -1,12 +1,13 @@
 import type { Context } from "hono";
 import type { OtpPolicy } from "../../../durable-objects/challenge-store";
 import type { AppEnv } from "../../shared/app";
+import { audit } from "../../shared/audit";
 import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
-import { mailerFor } from "../../shared/mailer";
+import { deliverOtp } from "../../shared/mailer";
 import { issueId, type ParsedId, parseId, routeKey } from "../../shared/sharding";
 import { routeFromString, routeToString, shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
@@ -144,14 +145,15 @@ export const generateCode = loginPost("generate", async (c, post) => {
       headers: NO_STORE,
     });
 
+  // After the response: one attempt, then bounded retries from the MailOutbox (same code, never a new one).
   if (deliver)
     c.executionCtx.waitUntil(
-      mailerFor(c.env, config).send({
+      deliverOtp(c.env, config, {
         to: email,
         code,
         expiresInSeconds: issued.expires_in,
-        issuerName: config.ISSUER_NAME,
-        issuer: config.ISSUER,
+        emailKey,
+        ip: c.req.header("cf-connecting-ip") ?? null,
       }),
     );
   if (post.form) return codeStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, email });
@@ -183,6 +185,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     now,
     otpPolicy(config),
   );
+  if (result.status !== "ok") audit(c, { kind: result.status === "locked" ? "lockout" : "code_failed", emailKey });
   if (result.status === "locked")
     throw new OAuthError("too_many_attempts", "too many wrong codes for this address", {
       retryAfter: result.retry_after,
@@ -206,6 +209,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     now,
   );
   if (!done) throw fail("invalid_request", "the login transaction is already finished");
+  audit(c, { kind: "sign_in", user: user.id, emailKey, detail: { sid } });
   endReplacedSession(c);
 
   const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(post.tx.id)}`;

@@ -1,0 +1,120 @@
+import type { Context } from "hono";
+import { decodeJwt } from "jose";
+import type { AuditBuffer } from "../../durable-objects/audit-buffer";
+import type { AppEnv } from "./app";
+import type { Config, ShardConfig } from "./config";
+import { hmac, randomToken } from "./crypto";
+import { fnv1a } from "./sharding";
+
+/**
+ * The audit trail: events land in D1 `audit_events`, written behind the request. A Worker hands each
+ * event to an AuditBuffer shard in `waitUntil` (after the response); the shard keeps it in its SQLite
+ * storage and flushes to D1 in batches from its alarm. No event carries a code, token or cookie.
+ */
+export const AUDIT_KINDS = [
+  "sign_in",
+  "code_sent",
+  "code_failed",
+  "mail_failed",
+  "lockout",
+  "token_issued",
+  "refresh_reuse",
+  "logout",
+  "admin_change",
+  "key_rotation",
+] as const;
+export type AuditKind = (typeof AUDIT_KINDS)[number];
+
+/** One row of `audit_events`. `id` is random and makes a repeated flush harmless (INSERT OR IGNORE). */
+export interface AuditEvent {
+  id: string;
+  at: number;
+  kind: AuditKind;
+  user_id: string | null;
+  /** HMAC of the normalized email (the ChallengeStore key): which address, without storing it. */
+  email_key: string | null;
+  client_id: string | null;
+  ip: string | null;
+  detail: Record<string, unknown> | null;
+}
+
+export interface AuditInput {
+  kind: AuditKind;
+  user?: string | null | undefined;
+  emailKey?: string | null | undefined;
+  client?: string | null | undefined;
+  detail?: Record<string, unknown> | undefined;
+}
+
+interface AuditEnv {
+  AUDIT: DurableObjectNamespace<AuditBuffer>;
+}
+
+export function auditEvent(input: AuditInput, ip: string | null = null, at = Date.now()): AuditEvent {
+  return {
+    id: randomToken(16),
+    at,
+    kind: input.kind,
+    user_id: input.user ?? null,
+    email_key: input.emailKey ?? null,
+    client_id: input.client ?? null,
+    ip,
+    detail: input.detail ?? null,
+  };
+}
+
+/**
+ * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
+ * in order in one buffer), else at random. Named like every store shard: `audit:g<gen>:s<shard>`.
+ */
+export function auditShardName(shards: Pick<ShardConfig, "audit">, key?: string | null): string {
+  const gen = shards.audit.length - 1;
+  const count = shards.audit[gen] as number;
+  return `audit:g${gen}:s${fnv1a(key ?? randomToken(8)) % count}`;
+}
+
+/** Hands events to their buffer. Never throws: the audit trail must not fail a login. */
+export async function emitAudit(env: AuditEnv, shardName: string, events: AuditEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  try {
+    await env.AUDIT.get(env.AUDIT.idFromName(shardName)).append(events);
+  } catch (err) {
+    console.error(
+      "audit: could not buffer",
+      events.map((e) => e.kind).join(","),
+      err instanceof Error ? err.message : err,
+    );
+  }
+}
+
+/** `audit(c, {...})`: one line in a handler; the event is written after the response. */
+export function audit(c: Context<AppEnv>, input: AuditInput): void {
+  const config = c.get("config");
+  const event = auditEvent(input, c.req.header("cf-connecting-ip") ?? null);
+  const promise = emitAudit(c.env, auditShardName(config.SHARDS, event.user_id ?? event.email_key), [event]);
+  try {
+    c.executionCtx.waitUntil(promise);
+  } catch {
+    // No execution context (a scheduled handler passes its own): the promise still runs.
+  }
+}
+
+/** The key an address has in the ChallengeStore and the audit trail (same as email-code.ts's `emailKeyOf`). */
+export const auditEmailKey = (config: Pick<Config, "OTP_HMAC_SECRET">, normalizedEmail: string) =>
+  hmac(config.OTP_HMAC_SECRET, `email:${normalizedEmail}`);
+
+/** For code without a request context (a cron, a failure path that already waits): written before it returns. */
+export function recordAudit(env: AuditEnv, config: Pick<Config, "SHARDS">, input: AuditInput): Promise<void> {
+  const event = auditEvent(input);
+  return emitAudit(env, auditShardName(config.SHARDS, event.user_id ?? event.email_key), [event]);
+}
+
+/** The subject of a token response (read from the access token just signed). */
+export function subjectOf(body: { access_token?: unknown }): string | null {
+  try {
+    const sub = typeof body.access_token === "string" ? decodeJwt(body.access_token).sub : undefined;
+    return sub ?? null;
+  } catch {
+    return null;
+  }
+}
