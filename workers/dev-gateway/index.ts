@@ -1,12 +1,10 @@
 import { workerFor } from "../routes";
-import { demo } from "./demo";
+import { type DemoEnv, demo } from "./demo";
 
-interface GatewayEnv {
-  ISSUER: string;
+interface GatewayEnv extends DemoEnv {
   OP_AUTH: Fetcher;
   OP_TOKEN: Fetcher;
   OP_MGMT: Fetcher;
-  DEMO_CLIENT_ID?: string;
 }
 
 /** Local only: one origin for three Workers, like production routes on the issuer's host. */
