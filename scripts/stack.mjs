@@ -1,0 +1,208 @@
+// The production-like local runtime behind `npm start` and the e2e test: every Worker bundled by
+// wrangler exactly as `wrangler deploy` would upload it, then run with Miniflare's API in a single
+// workerd process, with no wrangler dev proxy in front. The gateway serves the issuer origin.
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { Log, LogLevel, Miniflare } from "miniflare";
+import { unstable_readConfig as readConfig, unstable_splitSqlQuery as splitSqlQuery } from "wrangler";
+import {
+  ALL_CONFIGS,
+  DEFAULT_PORT,
+  demoClientSql,
+  issuerFor,
+  KEYWAY_CONFIGS,
+  ROOT,
+  START_PERSIST_DIR,
+  STORES_CONFIG,
+} from "./lib/local.mjs";
+import { wrangler } from "./lib/run.mjs";
+
+/**
+ * @typedef {object} StackOptions
+ * @property {number} [port] TCP port on 127.0.0.1; the issuer is http://127.0.0.1:<port>.
+ * @property {string} [persistTo] Folder for D1 and Durable Object data (relative to the repo root).
+ * @property {Record<string, string>} [vars] Variables of the Keyway Workers (all but the gateway), layered
+ *   over each wrangler.toml [vars]: the secrets, plus any override (POLICY, SHARDS...). ISSUER is always
+ *   the served origin.
+ * @property {string} [outDir] Where the bundles go (relative to the repo root); one folder per Worker.
+ * @property {boolean} [build] Bundle the Workers first (default true); false reuses what is in outDir.
+ * @property {boolean} [logRequests] Log each request (default false).
+ *
+ * @typedef {object} Stack
+ * @property {string} url The issuer origin, e.g. http://127.0.0.1:8787.
+ * @property {Miniflare} mf
+ * @property {() => Promise<void>} dispose
+ */
+
+/** @param {string} p */
+const fromRoot = (p) => (isAbsolute(p) ? p : join(ROOT, p));
+
+/** @param {StackOptions} options @returns {Promise<Stack>} */
+export async function startStack({
+  port = DEFAULT_PORT,
+  persistTo = START_PERSIST_DIR,
+  vars = {},
+  outDir = "dist",
+  build = true,
+  logRequests = false,
+} = {}) {
+  const issuer = issuerFor(port);
+  const configs = ALL_CONFIGS.map((path) => ({ path, config: readConfig({ config: fromRoot(path) }) }));
+  const bundleDir = (/** @type {string} */ name) => join(fromRoot(outDir), name);
+  if (build) await buildWorkers(configs.map(({ path, config }) => ({ path, outdir: bundleDir(config.name ?? "") })));
+
+  /** @type {Set<string>} Durable Object classes declared SQLite-backed by a [[migrations]] entry. */
+  const sqliteClasses = new Set(
+    configs.flatMap(({ config }) =>
+      config.migrations.flatMap((/** @type {{ new_sqlite_classes?: string[] }} */ m) => m.new_sqlite_classes ?? []),
+    ),
+  );
+  const workers = configs.map(({ path, config }) => {
+    const name = /** @type {string} */ (config.name);
+    assertSupportedBindings(path, config);
+    const dir = bundleDir(name);
+    /** @type {Record<string, unknown>} */
+    const env = {};
+    const text = { ...config.vars, ...(KEYWAY_CONFIGS.includes(path) ? vars : {}) };
+    if ("ISSUER" in text) text.ISSUER = issuer;
+    for (const [key, value] of Object.entries(text))
+      env[key] = typeof value === "string" ? { type: "text", value } : { type: "json", value };
+    for (const db of config.d1_databases) env[db.binding] = { type: "d1", id: db.database_id };
+    for (const svc of config.services ?? []) env[svc.binding] = { type: "worker", worker: svc.service };
+    /** @type {Record<string, unknown>} */
+    const exports = {};
+    for (const ns of config.durable_objects.bindings) {
+      env[ns.name] = { type: "durable-object", worker: ns.script_name ?? name, exportName: ns.class_name };
+      if (!ns.script_name)
+        exports[ns.class_name] = {
+          type: "durable-object",
+          storage: sqliteClasses.has(ns.class_name) ? "sqlite" : "legacy-kv",
+        };
+    }
+    return {
+      config: {
+        name,
+        compatibilityDate: /** @type {string} */ (config.compatibility_date),
+        compatibilityFlags: config.compatibility_flags,
+        manifest: {
+          mainModule: "index.js",
+          modulesRoot: dir,
+          modules: bundleModules(dir),
+        },
+        env,
+        exports,
+      },
+    };
+  });
+
+  const persistPath = fromRoot(persistTo);
+  mkdirSync(persistPath, { recursive: true });
+  const mf = new Miniflare(
+    /** @type {import("miniflare").MiniflareOptions} */ ({
+      host: "127.0.0.1",
+      port,
+      resourcePersistencePath: persistPath,
+      // No Request.cf download (offline) and no cross-process dev registry: this stack is self-contained.
+      cf: false,
+      enableDevRegistry: false,
+      telemetry: { enabled: false },
+      logRequests,
+      log: new Log(LogLevel.WARN),
+      workers,
+    }),
+  );
+  try {
+    const ready = await mf.ready;
+    // Miniflare may report localhost; the issuer is the 127.0.0.1 origin either way.
+    if (Number(ready.port) !== port) throw new Error(`workerd listens on ${ready.port}, expected ${port}`);
+    const stores = /** @type {(typeof configs)[number]} */ (configs.find((c) => c.path === STORES_CONFIG));
+    const d1 = stores.config.d1_databases[0];
+    if (!d1?.migrations_dir) throw new Error(`${STORES_CONFIG} has no D1 migrations_dir`);
+    const db = await mf.getD1Database(d1.binding, stores.config.name);
+    await applyMigrations(db, resolve(ROOT, dirname(STORES_CONFIG), d1.migrations_dir));
+    await db.batch(demoClientSql(issuer).map((sql) => db.prepare(sql)));
+  } catch (err) {
+    await mf.dispose();
+    throw err;
+  }
+  return { url: issuer, mf, dispose: () => mf.dispose() };
+}
+
+/**
+ * This loader translates vars, D1, Durable Objects and service bindings. Refuse a config that
+ * declares anything else rather than start a Worker with a binding silently missing.
+ * @param {string} path @param {Record<string, any>} config
+ */
+function assertSupportedBindings(path, config) {
+  const kinds = ["kv_namespaces", "r2_buckets", "send_email", "hyperdrive", "vectorize", "analytics_engine_datasets"];
+  const present = kinds.filter((k) => Array.isArray(config[k]) && config[k].length > 0);
+  if (config.queues?.producers?.length) present.push("queues");
+  if (config.workflows?.length) present.push("workflows");
+  if (config.ai) present.push("ai");
+  if (present.length)
+    throw new Error(`${path}: scripts/stack.mjs does not translate ${present.join(", ")} bindings yet; add them there`);
+}
+
+/**
+ * `wrangler deploy --dry-run --outdir` bundles TypeScript to the JS that would be uploaded.
+ * @param {{ path: string, outdir: string }[]} targets
+ */
+export async function buildWorkers(targets) {
+  await Promise.all(targets.map((t) => wrangler(["deploy", "--dry-run", "--outdir", t.outdir, "-c", t.path])));
+}
+
+/**
+ * The bundle is one ES module (index.js). Anything else wrangler emitted besides source maps
+ * would be an extra module this loader does not know how to type, so refuse rather than guess.
+ * @param {string} dir
+ */
+function bundleModules(dir) {
+  const extra = readdirSync(dir).filter((f) => f !== "index.js" && !f.endsWith(".map") && f !== "README.md");
+  if (extra.length) throw new Error(`unexpected files in the bundle ${basename(dir)}: ${extra.join(", ")}`);
+  return { "index.js": { type: "esm", contents: readFileSync(join(dir, "index.js"), "utf8") } };
+}
+
+/** @typedef {Awaited<ReturnType<Miniflare["getD1Database"]>>} D1 */
+
+/**
+ * Applies schema/*.sql in name order, recording them in `d1_migrations` as `wrangler d1 migrations
+ * apply` does; each migration runs as one batch (a transaction).
+ * @param {D1} db @param {string} dir
+ */
+export async function applyMigrations(db, dir) {
+  await db
+    .prepare(
+      "CREATE TABLE IF NOT EXISTS d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, applied_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+    )
+    .run();
+  const { results } = await db.prepare("SELECT name FROM d1_migrations").all();
+  const applied = new Set(results.map((/** @type {Record<string, unknown>} */ r) => r.name));
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith(".sql"))
+    .sort();
+  for (const file of files) {
+    if (applied.has(file)) continue;
+    const queries = splitSqlQuery(readFileSync(join(dir, file), "utf8"));
+    await db.batch([
+      ...queries.map((q) => db.prepare(q)),
+      db.prepare("INSERT INTO d1_migrations (name) VALUES (?)").bind(file),
+    ]);
+  }
+}
+
+/** A port that was free a moment ago (the stack must know its issuer before it listens). */
+export function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === "object") resolvePort(address.port);
+        else reject(new Error("no port"));
+      });
+    });
+  });
+}
