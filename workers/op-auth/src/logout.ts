@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
 import type { AppEnv } from "../../shared/app";
+import { audit } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { sha256 } from "../../shared/crypto";
 import { clearCookie, cookieName, getCookie, paramsToRecord } from "../../shared/http";
@@ -56,6 +57,7 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
     if (sid) sids.add(sid);
   }
   await Promise.all([...sids].map((sid) => revokeInSidShard(c.env, config, sid, [`sid:${sid}`])));
+  if (sids.size) audit(c, { kind: "logout", client: clientId ?? null, detail: { sid: [...sids] } });
 
   const headers = {
     "Set-Cookie": clearCookie(cookieName(SESSION_COOKIE, config.secureCookies), config.secureCookies),

@@ -5,6 +5,7 @@ import { timingSafeEqualString } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
+import { auditAdminChanges, listAudit } from "./audit";
 import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
 import { listKeys, rotateKeys, scheduledRotation } from "./keys";
 import { shardStats } from "./stats";
@@ -23,6 +24,8 @@ async function requireAdmin(c: Context<AppEnv>, next: Next): Promise<void> {
 }
 
 app.use("/admin/*", requireAdmin);
+app.use("/admin/*", auditAdminChanges);
+app.get("/admin/v1/audit", listAudit);
 app.post("/admin/v1/clients", createClient);
 app.get("/admin/v1/clients", listClients);
 app.get("/admin/v1/clients/:id", getClient);

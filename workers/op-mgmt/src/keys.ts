@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
+import { audit, recordAudit } from "../../shared/audit";
 import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json } from "../../shared/http";
@@ -16,11 +17,15 @@ export async function listKeys(c: Context<AppEnv>): Promise<Response> {
 
 /** `POST /admin/v1/keys/rotate`: publish the next key now; it signs after the publish lead. */
 export async function rotateKeys(c: Context<AppEnv>): Promise<Response> {
-  return json(await rotateSigningKeys(c.env, c.get("config"), Date.now()));
+  const result = await rotateSigningKeys(c.env, c.get("config"), Date.now());
+  audit(c, { kind: "key_rotation", detail: { trigger: "admin", ...result } });
+  return json(result);
 }
 
 /** The cron trigger: rotate keys older than `key_rotation_days`. */
 export async function scheduledRotation(env: Env, config: Config): Promise<void> {
   const result = await rotateSigningKeys(env, config, Date.now(), config.POLICY.key_rotation_days * 86_400_000);
   if (result.published.length) console.log("signing keys rotated", JSON.stringify(result));
+  if (result.published.length)
+    await recordAudit(env, config, { kind: "key_rotation", detail: { trigger: "cron", ...result } });
 }

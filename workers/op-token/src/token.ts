@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
+import { audit, recordAudit, subjectOf } from "../../shared/audit";
 import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { base64url, randomToken, seal, sha256, unseal } from "../../shared/crypto";
@@ -32,6 +33,12 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     grantType === "authorization_code"
       ? await redeemCode(c.env, config, client, form)
       : await refresh(c.env, config, client, form);
+  audit(c, {
+    kind: "token_issued",
+    client: client.client_id,
+    user: subjectOf(body),
+    detail: { grant_type: grantType },
+  });
   return json(body, 200, NO_STORE);
 }
 
@@ -136,6 +143,12 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
   if (result.status === "reuse_detected") {
     // The family is revoked in the rotator; the grant mark kills the access tokens issued from it.
     await revokeInSidShard(env, config, result.grant.sid, [`grant:${grantId}`]);
+    await recordAudit(env, config, {
+      kind: "refresh_reuse",
+      user: result.grant.sub,
+      client: client.client_id,
+      detail: { sid: result.grant.sid },
+    });
     throw invalidGrant("the refresh token was already used; its login is revoked");
   }
 

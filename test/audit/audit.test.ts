@@ -1,0 +1,200 @@
+import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { decodeJwt } from "jose";
+import { describe, expect, it } from "vitest";
+import { AUDIT_FLUSH_DELAY_MS, type AuditBuffer } from "../../durable-objects/audit-buffer";
+import { type AuditEvent, auditEvent } from "../../workers/shared/audit";
+import {
+  admin,
+  call,
+  fullLogin,
+  policy,
+  refreshGrant,
+  registerClient,
+  uniqueEmail,
+  withVars,
+} from "../support/harness";
+
+/** The test config has no `audit` entry in SHARDS: the default, 4 shards in generation 0. */
+const auditShards = () =>
+  [0, 1, 2, 3].map((s) => env.AUDIT.get(env.AUDIT.idFromName(`audit:g0:s${s}`)) as DurableObjectStub<AuditBuffer>);
+
+/** What the alarms would do a few seconds from now: flush every buffer to D1. */
+async function flushAll(): Promise<void> {
+  for (const stub of auditShards()) await runDurableObjectAlarm(stub);
+}
+
+const d1Count = async (where: string, ...binds: unknown[]) =>
+  (
+    await env.DB.prepare(`SELECT COUNT(*) AS n FROM audit_events WHERE ${where}`)
+      .bind(...binds)
+      .first<{ n: number }>()
+  )?.n;
+
+async function list(
+  query: string,
+): Promise<{ events: (Omit<AuditEvent, "at"> & { at: string })[]; next_cursor: string | null }> {
+  const res = await admin(`/audit?${query}`);
+  expect(res.status, await res.clone().text()).toBe(200);
+  return (await res.json()) as never;
+}
+
+let tag = 0;
+const events = (n: number, input: Partial<Parameters<typeof auditEvent>[0]> = {}, at = Date.now()) =>
+  Array.from({ length: n }, (_, i) =>
+    auditEvent({ kind: "code_failed", user: `usr_test_${++tag}`, ...input }, "10.0.0.1", at + i),
+  );
+
+describe("audit trail", () => {
+  it("records a login, a refresh reuse, a logout and admin changes, once the buffers flush", async () => {
+    const testEnv = withVars({ POLICY: policy({ refresh_grace_seconds: 0 }) });
+    const client = await registerClient({}, testEnv);
+    const email = uniqueEmail("audit");
+    const { tokens, browser } = await fullLogin(client, email, { env: testEnv });
+    const sub = decodeJwt(tokens.id_token).sub as string;
+    // Buffered, not yet in D1: the login did not wait for a D1 write.
+    expect(await d1Count("user_id = ?", sub)).toBe(0);
+
+    const first = await refreshGrant(client, tokens.refresh_token as string, {}, testEnv);
+    expect(first.status).toBe(200);
+    const reuse = await refreshGrant(client, tokens.refresh_token as string, {}, testEnv);
+    expect(reuse.status).toBe(400);
+    const out = await browser.fetch(`/logout?id_token_hint=${tokens.id_token}`);
+    expect(out.status).toBe(200);
+
+    await flushAll();
+    const byUser = await list(`user=${sub}`);
+    expect(byUser.events.map((e) => e.kind).sort()).toEqual([
+      "refresh_reuse",
+      "sign_in",
+      "token_issued",
+      "token_issued",
+    ]);
+    expect(byUser.events.find((e) => e.kind === "token_issued")?.client_id).toBe(client.client_id);
+
+    const byEmail = await list(`email=${encodeURIComponent(email.toUpperCase())}`);
+    expect(byEmail.events.map((e) => e.kind).sort()).toEqual(["code_sent", "sign_in"]);
+    expect(byEmail.events.find((e) => e.kind === "code_sent")?.detail).toEqual({ transport: "dev", attempt: 1 });
+
+    const logouts = (await list("kind=logout&limit=1000")).events.filter((e) => e.client_id === client.client_id);
+    expect(logouts).toHaveLength(1);
+    const changes = (await list("kind=admin_change&limit=1000")).events;
+    expect(changes.some((e) => (e.detail as { path: string }).path === "/admin/v1/clients")).toBe(true);
+
+    // Nothing secret in the trail: no code, token or address.
+    const all = JSON.stringify((await env.DB.prepare("SELECT * FROM audit_events").all()).results);
+    expect(all).not.toContain(email);
+    expect(all).not.toContain(tokens.refresh_token as string);
+    expect(all).not.toContain(tokens.access_token);
+  });
+
+  it("records a wrong code and a lockout", async () => {
+    const testEnv = withVars({ POLICY: policy({ email_failures_per_hour: 2 }) });
+    const client = await registerClient({}, testEnv);
+    const email = uniqueEmail("lock");
+    const { Browser, pkce } = await import("../support/harness");
+    const browser = new Browser({ env: testEnv });
+    const tx = await browser.startLogin(client, (await pkce()).challenge);
+    expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    for (const expected of [400, 400, 429])
+      expect((await browser.postJson("/email-code/verify", { tx, email, code: "000000" })).status).toBe(expected);
+    await flushAll();
+    const kinds = (await list(`email=${encodeURIComponent(email)}`)).events.map((e) => e.kind);
+    expect(kinds).toEqual(["lockout", "code_failed", "code_failed", "code_sent"]);
+  });
+
+  it("buffers a burst and writes it in one flush; a restart of the buffer loses nothing", async () => {
+    const [stub] = auditShards() as [DurableObjectStub<AuditBuffer>];
+    const burst = events(60);
+    for (let i = 0; i < burst.length; i += 10) await stub.append(burst.slice(i, i + 10));
+    const ids = burst.map((e) => e.id);
+    const inD1 = () => d1Count(`id IN (${ids.map(() => "?").join(",")})`, ...ids);
+    expect(await inD1()).toBe(0);
+    // One flush a few seconds out, not one D1 write per event.
+    const alarm = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    expect(alarm).toBeGreaterThan(Date.now() + AUDIT_FLUSH_DELAY_MS - 2_000);
+
+    // The object restarts (a deploy, an eviction): the events are in its storage, not its memory.
+    await abortAllDurableObjects();
+    const [restarted] = auditShards() as [DurableObjectStub<AuditBuffer>];
+    expect(await restarted.buffered()).toBeGreaterThanOrEqual(60);
+    await runDurableObjectAlarm(restarted);
+    expect(await inD1()).toBe(60);
+    expect(await restarted.buffered()).toBe(0);
+
+    // A flush that runs twice (a crash after the D1 write) writes each event once.
+    await restarted.append(burst.slice(0, 5));
+    await runDurableObjectAlarm(restarted);
+    expect(await inD1()).toBe(60);
+
+    // A full buffer flushes at once (the alarm is due now, or has already run).
+    await restarted.append(events(100));
+    const soon = await runInDurableObject(restarted, (_i, state) => state.storage.getAlarm());
+    expect(soon === null || soon <= Date.now()).toBe(true);
+    await runDurableObjectAlarm(restarted);
+    expect(await restarted.buffered()).toBe(0);
+  });
+
+  it("moves users.last_login_at at most every five minutes", async () => {
+    const res = await admin("/users", { method: "POST", json: { email: uniqueEmail("last") } });
+    const user = (await res.json()) as { id: string };
+    const [stub] = auditShards() as [DurableObjectStub<AuditBuffer>];
+    const lastLogin = async () =>
+      (
+        await env.DB.prepare("SELECT last_login_at FROM users WHERE id = ?")
+          .bind(user.id)
+          .first<{ last_login_at: number }>()
+      )?.last_login_at;
+    const t0 = Date.now();
+    for (const [offset, expected] of [
+      [0, t0],
+      [60_000, t0],
+      [299_000, t0],
+      [301_000, t0 + 301_000],
+    ] as const) {
+      await stub.append([auditEvent({ kind: "sign_in", user: user.id }, null, t0 + offset)]);
+      await runDurableObjectAlarm(stub);
+      expect(await lastLogin()).toBe(expected);
+    }
+  });
+
+  it("lists newest first with an opaque cursor, and filters by kind and time", async () => {
+    const user = `usr_page_${Date.now()}`;
+    const t0 = Date.UTC(2026, 0, 1);
+    const mine = [
+      ...events(3, { user, kind: "sign_in" }, t0),
+      ...events(2, { user, kind: "token_issued" }, t0 + 10),
+      ...events(1, { user, kind: "logout" }, t0 + 10), // same millisecond as a token_issued: ordered by id
+    ];
+    const [stub] = auditShards() as [DurableObjectStub<AuditBuffer>];
+    await stub.append(mine);
+    await runDurableObjectAlarm(stub);
+
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: Awaited<ReturnType<typeof list>> = await list(
+        `user=${user}&limit=2${cursor ? `&cursor=${cursor}` : ""}`,
+      );
+      expect(page.events.length).toBeLessThanOrEqual(2);
+      seen.push(...page.events.map((e) => e.id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    const expected = [...mine].sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : -1)).map((e) => e.id);
+    expect(seen).toEqual(expected);
+
+    expect((await list(`user=${user}&kind=token_issued,logout`)).events).toHaveLength(3);
+    const since = new Date(t0 + 1).toISOString();
+    expect((await list(`user=${user}&since=${since}`)).events.map((e) => e.kind).sort()).toEqual([
+      "logout",
+      "sign_in",
+      "sign_in",
+      "token_issued",
+      "token_issued",
+    ]);
+    expect((await list(`user=${user}&until=${t0 + 1}`)).events).toHaveLength(1);
+
+    for (const bad of ["kind=nope", "cursor=garbage", "limit=0", "since=yesterday", "colour=blue"])
+      expect((await admin(`/audit?${bad}`)).status, bad).toBe(400);
+    expect((await call("/admin/v1/audit")).status).toBe(401);
+  });
+});

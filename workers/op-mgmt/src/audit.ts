@@ -1,0 +1,127 @@
+import type { Context, Next } from "hono";
+import type { AppEnv } from "../../shared/app";
+import { AUDIT_KINDS, type AuditKind, audit, auditEmailKey } from "../../shared/audit";
+import { base64url, base64urlDecode } from "../../shared/crypto";
+import { normalizeEmail } from "../../shared/email";
+import { OAuthError } from "../../shared/errors";
+import { json } from "../../shared/http";
+
+const MAX_LIMIT = 1000;
+const PARAMS = new Set(["user", "email", "kind", "since", "until", "cursor", "limit"]);
+
+interface Row {
+  id: string;
+  at: number;
+  kind: AuditKind;
+  user_id: string | null;
+  email_key: string | null;
+  client_id: string | null;
+  ip: string | null;
+  detail: string | null;
+}
+
+const bad = (description: string) => new OAuthError("invalid_request", description);
+
+/** A time bound: epoch milliseconds or an ISO 8601 date. */
+function time(name: string, value: string | undefined): number | null {
+  if (value === undefined) return null;
+  const ms = /^[0-9]{1,15}$/.test(value) ? Number(value) : Date.parse(value);
+  if (!Number.isFinite(ms)) throw bad(`${name} must be epoch milliseconds or an ISO 8601 date`);
+  return ms;
+}
+
+/** The opaque cursor: where the previous page ended, as (at, id), base64url JSON. */
+function readCursor(value: string | undefined): { at: number; id: string } | null {
+  if (value === undefined) return null;
+  try {
+    const c = JSON.parse(new TextDecoder().decode(base64urlDecode(value))) as { at?: unknown; id?: unknown };
+    if (typeof c.at === "number" && Number.isSafeInteger(c.at) && typeof c.id === "string" && c.id.length <= 64)
+      return { at: c.at, id: c.id };
+  } catch {
+    // fall through
+  }
+  throw bad("cursor is not one this endpoint returned");
+}
+
+const writeCursor = (row: Row) => base64url(new TextEncoder().encode(JSON.stringify({ at: row.at, id: row.id })));
+
+/**
+ * `GET /admin/v1/audit?user=&email=&kind=&since=&until=&cursor=&limit=`: the audit trail, newest
+ * first. `kind` takes one kind or several, comma-separated; `email` is matched by its HMAC (the trail
+ * holds no address); `since` is inclusive and `until` exclusive. Events arrive within a few seconds
+ * (they are written in batches). `next_cursor` is null on the last page.
+ */
+export async function listAudit(c: Context<AppEnv>): Promise<Response> {
+  const q = c.req.query();
+  for (const name of Object.keys(q)) if (!PARAMS.has(name)) throw bad(`unknown parameter ${name}`);
+  const where: string[] = [];
+  const binds: (string | number)[] = [];
+
+  if (q.user !== undefined) {
+    if (!/^[A-Za-z0-9_-]{1,100}$/.test(q.user)) throw bad("user is not a user id");
+    where.push("user_id = ?");
+    binds.push(q.user);
+  }
+  if (q.email !== undefined) {
+    const email = normalizeEmail(q.email);
+    if (!email) throw bad("email is not a valid address");
+    where.push("email_key = ?");
+    binds.push(await auditEmailKey(c.get("config"), email));
+  }
+  if (q.kind !== undefined) {
+    const kinds = q.kind.split(",");
+    if (!kinds.every((k): k is AuditKind => (AUDIT_KINDS as readonly string[]).includes(k)))
+      throw bad(`kind must be among ${AUDIT_KINDS.join(", ")}`);
+    where.push(`kind IN (${kinds.map(() => "?").join(", ")})`);
+    binds.push(...kinds);
+  }
+  const since = time("since", q.since);
+  const until = time("until", q.until);
+  if (since !== null) {
+    where.push("at >= ?");
+    binds.push(since);
+  }
+  if (until !== null) {
+    where.push("at < ?");
+    binds.push(until);
+  }
+  const cursor = readCursor(q.cursor);
+  if (cursor) {
+    where.push("(at < ? OR (at = ? AND id < ?))");
+    binds.push(cursor.at, cursor.at, cursor.id);
+  }
+  const limit = q.limit === undefined ? 100 : Number(q.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw bad(`limit must be 1 to ${MAX_LIMIT}`);
+
+  const { results } = await c.env.DB.prepare(
+    `SELECT id, at, kind, user_id, email_key, client_id, ip, detail FROM audit_events
+     ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY at DESC, id DESC LIMIT ?`,
+  )
+    .bind(...binds, limit + 1)
+    .all<Row>();
+  const page = results.slice(0, limit);
+  const last = page.at(-1);
+  return json({
+    events: page.map((r) => ({
+      id: r.id,
+      at: new Date(r.at).toISOString(),
+      kind: r.kind,
+      user_id: r.user_id,
+      email_key: r.email_key,
+      client_id: r.client_id,
+      ip: r.ip,
+      detail: r.detail ? (JSON.parse(r.detail) as unknown) : null,
+    })),
+    next_cursor: results.length > limit && last ? writeCursor(last) : null,
+  });
+}
+
+/** Every successful change through the admin API is an `admin_change` event (method, path, status). */
+export async function auditAdminChanges(c: Context<AppEnv>, next: Next): Promise<void> {
+  await next();
+  if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS" || c.res.status >= 400) return;
+  audit(c, {
+    kind: "admin_change",
+    detail: { method: c.req.method, path: new URL(c.req.url).pathname, status: c.res.status },
+  });
+}
