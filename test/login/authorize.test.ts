@@ -92,7 +92,8 @@ describe("AuthorizeInit (CONTRACT §2.1)", () => {
     expect(res.headers.get("content-type")).toMatch(/^text\/html/);
     expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
     expect(res.headers.get("x-content-type-options")).toBe("nosniff");
-    expect(res.headers.get("referrer-policy")).toBe("no-referrer");
+    // Strict: never a referrer to another site. Not "no-referrer", which makes Chromium post `Origin: null`.
+    expect(res.headers.get("referrer-policy")).toBe("same-origin");
     const html = await res.text();
     const tx = browser.cookies.get("kw_tx") as string;
     expect(tx).toBeTruthy();

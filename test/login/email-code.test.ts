@@ -244,15 +244,20 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
     const client = await registerClient();
     const { browser, tx } = await started(client);
     const email = uniqueEmail();
-    for (const headers of [{ Origin: "https://evil.example.com" }, { "Sec-Fetch-Site": "cross-site" }] as Record<
-      string,
-      string
-    >[]) {
+    for (const headers of [
+      { Origin: "https://evil.example.com" },
+      { Origin: "null" },
+      { "Sec-Fetch-Site": "cross-site" },
+    ] as Record<string, string>[]) {
       const res = await browser.postJson("/email-code/generate", { tx, email }, headers);
       expect(res.status).toBe(403);
       const res2 = await browser.postJson("/email-code/verify", { tx, email, code: "123456" }, headers);
       expect(res2.status).toBe(403);
     }
+    // The login page's own form gets the refusal as a page, not JSON.
+    const page = await browser.postForm("/email-code/generate", { tx, email }, { Origin: "https://evil.example.com" });
+    expect(page.status).toBe(403);
+    expect(page.headers.get("content-type")).toContain("text/html");
     expect(await mailbox(email)).toHaveLength(0);
     expect((await browser.postJson("/email-code/generate", { tx, email }, { Origin: ISSUER })).status).toBe(200);
   });

@@ -43,6 +43,35 @@ export async function readBodyText(req: Request): Promise<string> {
 
 const tooLarge = () => new OAuthError("payload_too_large", `the body exceeds ${MAX_BODY_BYTES} bytes`);
 
+const isHex = (b: number | undefined) =>
+  b !== undefined && ((b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66));
+
+/**
+ * Whether `raw` (a path, a query string or a form body) percent-decodes to valid UTF-8 without a NUL.
+ * URL and URLSearchParams decode `%FF` to U+FFFD without complaint; checklist G3 wants a 400 instead.
+ */
+export function percentDecodesCleanly(raw: string): boolean {
+  if (!raw.includes("%")) return !raw.includes("\0");
+  const src = new TextEncoder().encode(raw);
+  const out = new Uint8Array(src.length);
+  let n = 0;
+  for (let i = 0; i < src.length; i++) {
+    const b = src[i] as number;
+    if (b === 0x25 && isHex(src[i + 1]) && isHex(src[i + 2])) {
+      out[n++] = Number.parseInt(String.fromCharCode(src[i + 1] as number, src[i + 2] as number), 16);
+      i += 2;
+    } else out[n++] = b;
+  }
+  const decoded = out.subarray(0, n);
+  if (decoded.includes(0)) return false;
+  try {
+    fatalUtf8.decode(decoded);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function mediaType(req: Request): string {
   return (req.headers.get("content-type") ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
 }
@@ -56,6 +85,7 @@ export function isForm(req: Request): boolean {
  * Values are checked for NUL and control characters other than tab/CR/LF.
  */
 export function parseForm(text: string): Record<string, string> {
+  if (!percentDecodesCleanly(text)) throw invalidRequest("the form body is not valid UTF-8 or contains a NUL byte");
   let params: URLSearchParams;
   try {
     params = new URLSearchParams(text);
@@ -90,11 +120,19 @@ export async function readJsonOrForm(req: Request): Promise<{ body: Record<strin
   return { body: parseJsonObject(text), form: false };
 }
 
+class BadJsonString extends Error {}
+const cleanString = (s: string) => s.isWellFormed() && !s.includes("\0");
+
 export function parseJsonObject(text: string): Record<string, unknown> {
   let value: unknown;
   try {
-    value = JSON.parse(text);
-  } catch {
+    // Escapes can spell what raw bytes cannot: a lone surrogate (`\ud800`) or a NUL (`\u0000`). Both are 400 (G3).
+    value = JSON.parse(text, (key, v: unknown) => {
+      if (!cleanString(key) || (typeof v === "string" && !cleanString(v))) throw new BadJsonString();
+      return v;
+    });
+  } catch (err) {
+    if (err instanceof BadJsonString) throw invalidRequest("the body holds a string that is not valid UTF-8 or has a NUL");
     throw invalidRequest("the body is not valid JSON");
   }
   if (typeof value !== "object" || value === null || Array.isArray(value))
@@ -149,7 +187,9 @@ export function pageSecurityHeaders(nonce: string): Record<string, string> {
     "Content-Type": "text/html; charset=utf-8",
     "Content-Security-Policy": `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'`,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    // Not "no-referrer": with it, Chromium sends `Origin: null` on the page's own form posts, which
+    // the Origin check must refuse. "same-origin" still never sends a referrer to another site.
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
   };

@@ -6,7 +6,7 @@ import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
-import { cookieName, getCookie, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
+import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
 import { deliverOtp } from "../../shared/mailer";
 import { issueId, type ParsedId, parseId, routeKey } from "../../shared/sharding";
 import { routeFromString, routeToString, shard } from "../../shared/stores";
@@ -38,8 +38,11 @@ async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
   if (
     (origin !== undefined && origin !== new URL(config.ISSUER).origin) ||
     c.req.header("sec-fetch-site") === "cross-site"
-  )
+  ) {
+    if (isForm(c.req.raw))
+      throw new PageResponse(errorPage("Request refused", "This form was posted from another site.", 403, NO_STORE));
     throw new OAuthError("forbidden", "cross-origin request refused", { headers: NO_STORE });
+  }
   const { body, form } = await readJsonOrForm(c.req.raw);
   const cookie = getCookie(c.req.raw, cookieName(TX_COOKIE, config.secureCookies));
   const tx = parseId(config.SHARDS, "tx", body.tx);
