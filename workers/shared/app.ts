@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
+import { percentDecodesCleanly } from "./http";
 
 export type AppEnv = {
   Bindings: Env;
@@ -27,6 +28,13 @@ export function createApp(): Hono<AppEnv> {
       throw err;
     }
     c.set("config", config);
+    await next();
+  });
+  // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.
+  app.use(async (c, next) => {
+    const url = new URL(c.req.url);
+    if (!percentDecodesCleanly(url.pathname) || !percentDecodesCleanly(url.search))
+      throw new OAuthError("invalid_request", "the URL is not valid UTF-8 or contains a NUL byte");
     await next();
   });
   app.onError((err) => errorResponse(err));

@@ -81,7 +81,9 @@ const secret = (name: string) =>
   z
     .string({ error: `${name} is required` })
     .min(32, `${name} must be at least 32 characters of random data`)
-    .refine((v) => !/^(changeme|secret|test|example|x+)$/i.test(v), `${name} is a placeholder`);
+    // A placeholder, or a word repeated to length (`changemechangeme…` has 7 distinct characters; 32
+    // random base64url or hex characters have about 25 or 14).
+    .refine((v) => !/^(changeme|secret|test|example|x+)$/i.test(v) && new Set(v).size >= 8, `${name} is a placeholder`);
 
 const json = <T extends z.ZodType>(schema: T) =>
   z

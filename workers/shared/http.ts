@@ -132,7 +132,8 @@ export function parseJsonObject(text: string): Record<string, unknown> {
       return v;
     });
   } catch (err) {
-    if (err instanceof BadJsonString) throw invalidRequest("the body holds a string that is not valid UTF-8 or has a NUL");
+    if (err instanceof BadJsonString)
+      throw invalidRequest("the body holds a string that is not valid UTF-8 or has a NUL");
     throw invalidRequest("the body is not valid JSON");
   }
   if (typeof value !== "object" || value === null || Array.isArray(value))

@@ -7,7 +7,8 @@ import { json, NO_STORE } from "../../shared/http";
 /** CONTRACT §7: `GET /__dev/mailbox/{email}`, newest first. Exists only with MAIL_TRANSPORT=dev. */
 export async function devMailbox(c: Context<AppEnv>): Promise<Response> {
   if (c.get("config").MAIL_TRANSPORT !== "dev") throw new OAuthError("not_found", "no such endpoint");
-  const email = normalizeEmail(decodeURIComponent(c.req.param("email") ?? ""));
+  // Hono has already percent-decoded the parameter; decoding again would throw on a literal `%`.
+  const email = normalizeEmail(c.req.param("email") ?? "");
   if (!email) throw new OAuthError("invalid_request", "not an email address");
   const { results } = await c.env.DB.prepare(
     "SELECT email, subject, text, code, sent_at FROM dev_mailbox WHERE email = ? ORDER BY id DESC LIMIT 50",

@@ -16,7 +16,7 @@ export function cors(methods: string) {
     const origin = c.req.header("origin");
     if (c.req.method === "OPTIONS") {
       if (!origin || !(await originRegistered(c.env, c.get("config"), origin)))
-        return new Response(null, { status: 403, headers: { Vary: "Origin" } });
+        return new Response(null, { status: 403, headers: { Vary: "Origin", "Cache-Control": "no-store" } });
       return new Response(null, {
         status: 204,
         headers: {
@@ -25,6 +25,8 @@ export function cors(methods: string) {
           "Access-Control-Allow-Headers": "Authorization, Content-Type",
           "Access-Control-Max-Age": "600",
           Vary: "Origin",
+          // CONTRACT §2: every answer of these endpoints is no-store (the preflight cache is Max-Age's).
+          "Cache-Control": "no-store",
         },
       });
     }
