@@ -1,0 +1,74 @@
+import { describe, expect, it } from "vitest";
+import {
+  Browser,
+  latestCode,
+  mailbox,
+  pkce,
+  registerClient,
+  setCookieOf,
+  uniqueEmail,
+  withVars,
+} from "../support/harness";
+
+// Checklist E1 on an https issuer (the http cookies are checked in test/login/email-code.test.ts), and
+// E4 for form posts and opaque origins (JSON posts: test/login/email-code.test.ts).
+
+describe("E1: session cookie attributes on an https issuer", () => {
+  it("sets __Host-kw_session with Secure, HttpOnly, SameSite=Lax, Path=/ and no Domain, and clears it the same way", async () => {
+    const issuer = "https://id.example.com";
+    const e = withVars({ ISSUER: issuer });
+    const client = await registerClient({}, e);
+    const browser = new Browser({ env: e });
+    const tx = await browser.startLogin(client, (await pkce()).challenge);
+    const email = uniqueEmail("e1");
+    expect((await browser.postJson("/email-code/generate", { tx, email }, { Origin: issuer })).status).toBe(200);
+    const code = await latestCode(email, e);
+    const res = await browser.postJson("/email-code/verify", { tx, email, code }, { Origin: issuer });
+    expect(res.status).toBe(200);
+
+    expect(setCookieOf(res, "kw_session")).toBeNull();
+    const cookie = setCookieOf(res, "__Host-kw_session");
+    expect(cookie?.value).toMatch(/^ses_/);
+    expect(cookie?.attrs).toEqual(
+      expect.arrayContaining(["Path=/", "HttpOnly", "SameSite=Lax", "Secure", "Max-Age=86400"]),
+    );
+    expect(cookie?.attrs.some((a) => /^domain=/i.test(a))).toBe(false);
+
+    // The session works under its __Host- name, and logout clears that name with the same attributes.
+    const { redirect_to } = (await res.json()) as { redirect_to: string };
+    expect(redirect_to.startsWith(`${issuer}/authorize?tx=`)).toBe(true);
+    const fin = await browser.fetch(redirect_to);
+    expect(fin.status).toBe(302);
+    expect(setCookieOf(fin, "__Host-kw_tx")?.attrs).toEqual(expect.arrayContaining(["Max-Age=0", "Secure"]));
+    const out = await browser.fetch("/logout");
+    const cleared = setCookieOf(out, "__Host-kw_session");
+    expect(cleared?.value).toBe("");
+    expect(cleared?.attrs).toEqual(expect.arrayContaining(["Path=/", "Secure", "Max-Age=0"]));
+    expect(cleared?.attrs.some((a) => /^domain=/i.test(a))).toBe(false);
+  });
+});
+
+describe("E4: the login page's POSTs from another origin", () => {
+  it("refuses form posts with a foreign or opaque Origin with 403, and takes the issuer's own", async () => {
+    const client = await registerClient();
+    const browser = new Browser();
+    const tx = await browser.startLogin(client, (await pkce()).challenge);
+    const email = uniqueEmail("e4");
+    for (const origin of [
+      "https://evil.example.com",
+      "null",
+      "http://127.0.0.1:8788",
+      "http://127.0.0.1:8787.evil.com",
+    ]) {
+      for (const path of ["/email-code/generate", "/email-code/verify"]) {
+        const res = await browser.postForm(path, { tx, email, code: "123456" }, { Origin: origin });
+        expect(res.status, `${path} from ${origin}`).toBe(403);
+      }
+    }
+    expect(await mailbox(email)).toHaveLength(0);
+    // A same-origin post goes through (the login page's own form).
+    expect(
+      (await browser.postForm("/email-code/generate", { tx, email }, { Origin: "http://127.0.0.1:8787" })).status,
+    ).toBe(200);
+  });
+});
