@@ -4,7 +4,7 @@ import type { AuditBuffer } from "../../durable-objects/audit-buffer";
 import type { AppEnv } from "./app";
 import type { Config, ShardConfig } from "./config";
 import { hmac, randomToken } from "./crypto";
-import { fnv1a } from "./sharding";
+import { objectName, routeKey } from "./sharding";
 
 /**
  * The audit trail: events land in D1 `audit_events`, written behind the request. A Worker hands each
@@ -67,10 +67,8 @@ export function auditEvent(input: AuditInput, ip: string | null = null, at = Dat
  * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
  * in order in one buffer), else at random. Named like every store shard: `audit:g<gen>:s<shard>`.
  */
-export function auditShardName(shards: Pick<ShardConfig, "audit">, key?: string | null): string {
-  const gen = shards.audit.length - 1;
-  const count = shards.audit[gen] as number;
-  return `audit:g${gen}:s${fnv1a(key ?? randomToken(8)) % count}`;
+export function auditShardName(shards: ShardConfig, key?: string | null): string {
+  return objectName(routeKey(shards, "audit", key ?? randomToken(8)));
 }
 
 /** Hands events to their buffer. Never throws: the audit trail must not fail a login. */

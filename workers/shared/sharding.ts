@@ -1,4 +1,8 @@
 import type { ShardConfig, StoreName } from "./config";
+
+/** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
+export type ShardedStore = keyof ShardConfig;
+
 import { randomToken } from "./crypto";
 
 /**
@@ -12,7 +16,7 @@ import { randomToken } from "./crypto";
  */
 
 export interface ShardRef {
-  store: StoreName;
+  store: ShardedStore;
   gen: number;
   shard: number;
 }
@@ -48,12 +52,12 @@ export function fnv1a(input: string): number {
   return h >>> 0;
 }
 
-export function currentGeneration(shards: ShardConfig, store: StoreName): number {
+export function currentGeneration(shards: ShardConfig, store: ShardedStore): number {
   return shards[store].length - 1;
 }
 
 /** The shard a key belongs to in the current generation (used for keys, like an email, that are not issued ids). */
-export function routeKey(shards: ShardConfig, store: StoreName, key: string): ShardRef {
+export function routeKey(shards: ShardConfig, store: ShardedStore, key: string): ShardRef {
   const gen = currentGeneration(shards, store);
   const count = shards[store][gen] as number;
   return { store, gen, shard: fnv1a(key) % count };

@@ -3,7 +3,7 @@ import { auditEvent, auditShardName, emitAudit } from "../audit";
 import type { Config, MailConfig } from "../config";
 import { randomToken, seal } from "../crypto";
 import type { Env } from "../env";
-import { fnv1a } from "../sharding";
+import { objectName, routeKey } from "../sharding";
 import { DevMailbox } from "./dev";
 import { HttpTransport } from "./http";
 import { MailError, type Mailer, type OtpMessage } from "./message";
@@ -72,8 +72,7 @@ export async function attempt(
 }
 
 export function outboxShardName(shards: Config["SHARDS"], emailKey: string): string {
-  const gen = shards.mail.length - 1;
-  return `mail:g${gen}:s${fnv1a(emailKey) % (shards.mail[gen] as number)}`;
+  return objectName(routeKey(shards, "mail", emailKey));
 }
 
 export function outboxFor(env: { MAIL_OUTBOX: DurableObjectNamespace<MailOutbox> }, name: string) {
