@@ -174,7 +174,15 @@ const envSchema = z
     SIGNUP: z.enum(["open", "invite"]).default("open"),
     SHARDS: json(shardsSchema),
     POLICY: json(policySchema).default(policySchema.parse({})),
-    DEMO_APP: z.enum(["on", "off"]).default("off"),
+    /**
+     * Load tests (k6, also on k6 Cloud against a deployment): mail to this domain is captured in D1 and
+     * served to the admin at `/admin/v1/test-mailbox/{email}` instead of being sent. Only a reserved
+     * domain (RFC 2606/6761: .test, .invalid, .example) can be one, so no real address is ever captured.
+     */
+    LOADTEST_EMAIL_DOMAIN: z
+      .string()
+      .regex(/^([a-z0-9-]+\.)+(test|invalid|example)$/, "must be a reserved domain under .test, .invalid or .example")
+      .optional(),
   })
   .strict()
   .superRefine((env, ctx) => {
@@ -182,8 +190,6 @@ const envSchema = z
     if (env.ENVIRONMENT !== "production") return;
     if (!env.ISSUER.startsWith("https://"))
       ctx.addIssue({ code: "custom", path: ["ISSUER"], message: "production requires an https issuer" });
-    if (env.DEMO_APP === "on")
-      ctx.addIssue({ code: "custom", path: ["DEMO_APP"], message: "the demo app is local-only" });
   });
 
 export type Config = z.infer<typeof envSchema> & { secureCookies: boolean };

@@ -9,6 +9,7 @@ import { auditAdminChanges, listAudit } from "./audit";
 import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
 import { listKeys, rotateKeys, scheduledRotation } from "./keys";
 import { shardStats } from "./stats";
+import { testMailbox } from "./test-mailbox";
 import { createUser, deleteUser, getUser, importUsers, listUsers, revokeUser } from "./users";
 
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
@@ -50,6 +51,7 @@ app.get("/admin/v1/shards", (c) => {
 });
 
 app.get("/admin/v1/stats", shardStats);
+app.get("/admin/v1/test-mailbox/:email", testMailbox);
 app.get("/admin/v1/keys", listKeys);
 app.post("/admin/v1/keys/rotate", rotateKeys);
 

@@ -1,0 +1,18 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../../shared/app";
+import { normalizeEmail } from "../../shared/email";
+import { OAuthError } from "../../shared/errors";
+import { json, NO_STORE } from "../../shared/http";
+import { capturedMail, isLoadTestAddress } from "../../shared/mail/captured";
+
+/**
+ * `GET /admin/v1/test-mailbox/{email}`: the codes mailed to a load-test address, for k6 runs against
+ * a deployment (k6 Cloud). Admin token required; only addresses under LOADTEST_EMAIL_DOMAIN exist here.
+ */
+export async function testMailbox(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  const email = normalizeEmail(decodeURIComponent(c.req.param("email") ?? ""));
+  if (!email || !isLoadTestAddress(config, email))
+    throw new OAuthError("not_found", "no test mailbox for this address", { headers: NO_STORE });
+  return json({ messages: await capturedMail(c.env.DB, email) }, 200, NO_STORE);
+}
