@@ -1,0 +1,107 @@
+// Shared by tools/smoke.mjs and tools/bench.mjs: the pinned k6 binary, and a throwaway Keyway stack
+// (scripts/stack.mjs, the `npm start` runtime) with fresh secrets, a temporary state folder and per-IP
+// quotas raised for load (every local request comes from 127.0.0.1, so the default 30 generates and 60
+// verifies per minute would cap a run at 0.5 logins/s; CONTRACT §6: raised, never switched off).
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { generateSecrets } from "../../scripts/lib/local.mjs";
+import { freePort, startStack } from "../../scripts/stack.mjs";
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const K6_PATH = join(REPO, ".keyway", "bin", "k6");
+export const K6_VERSION = "v1.8.1"; // the same pin as tools/k6-install.mjs
+export const FULL_LOGIN = join(REPO, "k6", "full-login.js");
+
+/** The k6 version at K6_PATH, or null when there is none. */
+export function installedK6() {
+  if (!existsSync(K6_PATH)) return null;
+  const r = spawnSync(K6_PATH, ["version"], { encoding: "utf8" });
+  const m = r.status === 0 ? /k6 (v\d+\.\d+\.\d+\S*)/.exec(r.stdout) : null;
+  return m ? m[1] : null;
+}
+
+/** A Go toolchain tools/k6-install.mjs would find, or null. */
+export function findGo() {
+  for (const c of [process.env.GO, "go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"].filter(Boolean)) {
+    const r = spawnSync(/** @type {string} */ (c), ["version"], { encoding: "utf8" });
+    if (r.status === 0) return c;
+  }
+  return null;
+}
+
+/** Runs tools/k6-install.mjs (a no-op when the pinned k6 is there). Returns its exit status. */
+export function installK6() {
+  const r = spawnSync(process.execPath, [join(REPO, "tools", "k6-install.mjs")], { stdio: "inherit", cwd: REPO });
+  return r.status ?? 1;
+}
+
+/** POLICY with the per-IP quotas raised to `perMinute` (the schema allows at most 1,000,000). */
+export function raisedPolicy(perMinute = 1_000_000) {
+  return { ip_generate_per_minute: perMinute, ip_verify_per_minute: perMinute };
+}
+
+/**
+ * Starts the stack on a free port with fresh secrets (the generator behind `npm start`'s .dev.vars,
+ * never the file itself), a fresh state folder and the bundles in a temporary folder.
+ * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number }} [opts]
+ */
+export async function startLoadStack({ policy = raisedPolicy(), vars = {}, port } = {}) {
+  const tmp = mkdtempSync(join(tmpdir(), "keyway-load-"));
+  const secrets = generateSecrets();
+  const allVars = { ...secrets, POLICY: JSON.stringify(policy), ...vars };
+  let stack;
+  try {
+    stack = await startStack({
+      port: port ?? (await freePort()),
+      persistTo: join(tmp, "state"),
+      outDir: join(tmp, "dist"),
+      vars: allVars,
+    });
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  const started = stack;
+  let disposed = false;
+  return {
+    url: started.url,
+    adminToken: /** @type {string} */ (secrets.ADMIN_TOKEN),
+    vars: allVars,
+    tmp,
+    /** Stops workerd; removes the temporary folder unless `keep`. */
+    async dispose(keep = false) {
+      if (disposed) return;
+      disposed = true;
+      try {
+        await started.dispose();
+      } finally {
+        if (!keep) rmSync(tmp, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/**
+ * Spawns k6 (never spawnSync: workerd is a child of this process, and Miniflare's side of it needs
+ * this event loop while the test runs).
+ * @param {string[]} args @param {Record<string, string>} env @param {import("node:child_process").StdioOptions} stdio
+ */
+export function spawnK6(args, env, stdio = "inherit") {
+  return spawn(K6_PATH, args, {
+    cwd: REPO,
+    stdio,
+    // k6 would otherwise report its usage to Grafana at the end of a run.
+    env: { ...process.env, K6_NO_USAGE_REPORT: "true", ...env },
+  });
+}
+
+/** @param {import("node:child_process").ChildProcess} child @returns {Promise<number>} */
+export function exitOf(child) {
+  return new Promise((resolveExit) => {
+    child.on("error", () => resolveExit(1));
+    child.on("close", (code, signal) => resolveExit(code ?? (signal ? 128 : 1)));
+  });
+}
