@@ -11,7 +11,8 @@ import { capturedMail, isLoadTestAddress } from "../../shared/mail/captured";
  */
 export async function testMailbox(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
-  const email = normalizeEmail(decodeURIComponent(c.req.param("email") ?? ""));
+  // Hono has already percent-decoded the parameter; decoding again would throw on a literal `%`.
+  const email = normalizeEmail(c.req.param("email") ?? "");
   if (!email || !isLoadTestAddress(config, email))
     throw new OAuthError("not_found", "no test mailbox for this address", { headers: NO_STORE });
   return json({ messages: await capturedMail(c.env.DB, email) }, 200, NO_STORE);
