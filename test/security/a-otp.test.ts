@@ -249,7 +249,7 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
       { ISSUER: "http://id.example.com" },
       { ISSUER: "http://127.0.0.1:8787" },
       { MAIL_TRANSPORT: "dev" },
-      { DEMO_APP: "on" },
+      { MAIL_TRANSPORT: "smtp", SMTP_HOST: "smtp.example.com", SMTP_STARTTLS: "off" },
     ]) {
       const bad = production(vars);
       for (const path of [

@@ -317,6 +317,8 @@ describe("G3: invalid UTF-8 and NUL bytes answer 400, never 500", () => {
       "/__dev/mailbox/%FF",
       "/__dev/mailbox/%25",
       "/__dev/mailbox/a%00%40example.com",
+      "/admin/v1/test-mailbox/%25",
+      "/admin/v1/test-mailbox/%FF",
     ]) {
       const res = await call(path, { headers: { Authorization: `Bearer ${env.ADMIN_TOKEN}` } });
       expect(res.status, path).toBeGreaterThanOrEqual(400);
