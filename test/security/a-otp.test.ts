@@ -1,5 +1,5 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import authApp from "../../workers/op-auth/src/index";
 import {
   admin,
@@ -124,6 +124,14 @@ describe("A5: known and unknown addresses get the same answer, and the mail goes
 
 const STORES: Store[] = ["session", "challenge", "code", "revocation", "refresh"];
 
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** Captures what a misconfigured Worker logs (it says why it answers 503), keeping the test output clean. */
+const configLog = () => vi.spyOn(console, "error").mockImplementation(() => undefined);
+const logged = (spy: ReturnType<typeof configLog>) => spy.mock.calls.map((c) => String(c[0])).join("\n");
+
 describe("A9: no plaintext code at rest, and the HMAC secret is required at start-up", () => {
   it("keeps the code out of every Durable Object and every D1 table but the dev mailbox", async () => {
     const client = await registerClient();
@@ -197,6 +205,7 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
       { POLICY: JSON.stringify({ otp_ttl_seconds: 3600 }) },
       { POLICY: JSON.stringify({ ip_generate_per_minute: 0 }) },
     ];
+    const log = configLog();
     for (const vars of broken) {
       const bad = variant(vars);
       const browser = new Browser({ env: bad, ip: good.ip });
@@ -218,6 +227,9 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
         expect(Number(res.headers.get("retry-after")), label).toBeGreaterThan(0);
         expect(await res.json()).toMatchObject({ error: "temporarily_unavailable" });
       }
+      // The operator learns which variable is wrong; the client does not.
+      expect(logged(log)).toMatch(new RegExp(`${Object.keys(vars)[0]}[.:]`));
+      log.mockClear();
     }
     // No code was made or mailed, the transaction was not touched, no user was created.
     expect(await mailbox(email)).toHaveLength(0);
@@ -242,6 +254,7 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
         MAIL_API_KEY: "re_0123456789abcdef",
         ...vars,
       });
+    const log = configLog();
     const ok = await call("/.well-known/openid-configuration", {}, production());
     expect(ok.status).toBe(200);
     expect(((await ok.json()) as { issuer: string }).issuer).toBe("https://id.example.com");
@@ -261,6 +274,7 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
         const res = await call(path, { headers: { Authorization: `Bearer ${env.ADMIN_TOKEN}` } }, bad);
         expect(res.status, `${JSON.stringify(vars)} ${path}`).toBe(503);
       }
+      expect(logged(log)).toMatch(new RegExp(`${Object.keys(vars)[0]}[.:]`));
     }
   });
 });
