@@ -429,7 +429,8 @@ function chartSvg(/** @type {Rung[]} */ rungs, /** @type {string} */ title) {
   const hi = ticks.find((t) => t >= Math.max(...finite) * 1.2 && t >= 1000) ?? 50000;
   const y = (/** @type {number} */ v) =>
     T + ph - ((Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * ph;
-  const errMax = Math.max(1, ...rungs.map((r) => Math.ceil(r.errorRate * 100)));
+  const worst = Math.max(...rungs.map((r) => r.errorRate * 100));
+  const errMax = [1, 2, 5, 10, 20, 40, 60, 80, 100].find((v) => v >= worst) ?? 100;
   const yErr = (/** @type {number} */ p) => T + ph - (p / errMax) * ph;
   const out = [];
   out.push(
@@ -523,6 +524,11 @@ function chartSvg(/** @type {Rung[]} */ rungs, /** @type {string} */ title) {
   return `${out.join("\n")}\n`;
 }
 
+/** @param {string} date @param {number} runNo @param {string} commit */
+function chartTitle(date, runNo, commit) {
+  return `Keyway full login: full_flow latency vs rate (${date}, run ${runNo}, ${commit.slice(0, 7)})`;
+}
+
 /** @param {string} s */
 function esc(s) {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -581,7 +587,7 @@ function runSection({ rungs, runNo, startedAt, finishedAt, svgName, machine, git
         ? `, with uncommitted changes to ${git.dirty.map((f) => `\`${f}\``).join(", ")}`
         : ", clean tree"),
     `- **Machine** ${machine.nproc} × ${machine.model}, ${machine.memGiB.toFixed(1)} GiB RAM, ${machine.kernel}; ` +
-      `load average before the run ${loadBefore} (other processes were running; see each rung's load average)`,
+      `load average (1/5/15 min) before the run ${loadBefore}; the cores other processes kept busy during each hold are the table's *other CPU*`,
     `- **Runtime** the \`npm start\` runtime (scripts/stack.mjs: the built Workers in one workerd via Miniflare), fresh ` +
       `secrets and a fresh state folder; k6 ${K6_VERSION} on the same machine, \`k6/full-login.js\` with seeded users`,
     `- **Settings** SHARDS \`${shards}\`; POLICY \`${JSON.stringify(policy)}\` (per-IP quotas raised: all requests come from 127.0.0.1)`,
@@ -655,6 +661,16 @@ function runSection({ rungs, runNo, startedAt, finishedAt, svgName, machine, git
 }
 
 // ------------------------------------------------------------------------------------------------ main
+
+// `node tools/bench.mjs --svg docs/benchmarks/<date>.json`: redraw a run's chart from its saved numbers.
+if (process.argv[2] === "--svg") {
+  const file = resolve(process.cwd(), process.argv[3] ?? "");
+  const saved = JSON.parse(readFileSync(file, "utf8"));
+  const svg = file.replace(/\.json$/, ".svg");
+  writeFileSync(svg, chartSvg(saved.rungs, chartTitle(saved.date, saved.runNo, saved.git.commit)));
+  console.log(`bench: redrew ${relative(process.cwd(), svg)}`);
+  process.exit(0);
+}
 
 const installStatus = installK6();
 if (installStatus !== 0) {
@@ -735,8 +751,7 @@ const base = runNo === 1 ? date : `${date}-${runNo}`;
 const svgName = `${base}.svg`;
 const git = gitInfo();
 const shards = shardSettings(stack.vars);
-const title = `Keyway full login: full_flow latency vs rate (${date}, run ${runNo}, ${git.commit.slice(0, 7)})`;
-writeFileSync(join(outDir, svgName), chartSvg(rungs, title));
+writeFileSync(join(outDir, svgName), chartSvg(rungs, chartTitle(date, runNo, git.commit)));
 const section = runSection({
   rungs,
   runNo,
