@@ -9,23 +9,21 @@
 //     each with its secrets uploaded in the same version (--secrets-file);
 //  5. smoke-checks discovery and JWKS on the issuer.
 // --dry-run does 1 and 3 and runs `wrangler deploy --dry-run` on each config: no account needed.
+
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { unstable_readConfig as readConfig } from "wrangler";
 import { OP_CONFIGS, ROOT, STORES_CONFIG } from "./lib/local.mjs";
+import { PRODUCTION_ROUTES } from "./lib/routes.mjs";
 import { wrangler } from "./lib/run.mjs";
 import { DEFAULT_SECRETS_FILE } from "./secrets.mjs";
 
 const PLACEHOLDER_DB_ID = "00000000-0000-0000-0000-000000000000";
 
-/** Paths each Worker serves on the issuer's host; op-auth takes the rest (see workers/routes.ts). */
-export const ROUTES = {
-  "keyway-op-auth": ["/*"],
-  "keyway-op-token": ["/token*", "/userinfo*", "/revoke*", "/introspect*", "/jwks.json*"],
-  "keyway-op-mgmt": ["/admin/*"],
-};
+/** Paths each Worker serves on the issuer's host (shared with `npm start`). */
+export const ROUTES = PRODUCTION_ROUTES;
 
 /** Secrets the store Worker needs (the MailOutbox sends from it); the op-* Workers get them all. */
 const STORE_SECRETS = ["MAIL_OUTBOX_SECRET", "MAIL_API_KEY", "SMTP_PASSWORD"];

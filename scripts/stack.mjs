@@ -1,6 +1,7 @@
 // The production-like local runtime behind `npm start` and the e2e test: every Worker bundled by
 // wrangler exactly as `wrangler deploy` would upload it, then run with Miniflare's API in a single
 // workerd process, with no wrangler dev proxy in front. The gateway serves the issuer origin.
+
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
@@ -16,6 +17,7 @@ import {
   START_PERSIST_DIR,
   STORES_CONFIG,
 } from "./lib/local.mjs";
+import { WORKER_PATHS } from "./lib/routes.mjs";
 import { wrangler } from "./lib/run.mjs";
 
 /**
@@ -28,6 +30,7 @@ import { wrangler } from "./lib/run.mjs";
  * @property {string} [outDir] Where the bundles go (relative to the repo root); one folder per Worker.
  * @property {boolean} [build] Bundle the Workers first (default true); false reuses what is in outDir.
  * @property {boolean} [logRequests] Log each request (default false).
+ * @property {number} [inspectorPort] Open the V8 inspector of every isolate on this port (profiling).
  *
  * @typedef {object} Stack
  * @property {string} url The issuer origin, e.g. http://127.0.0.1:8787.
@@ -46,6 +49,7 @@ export async function startStack({
   outDir = "dist",
   build = true,
   logRequests = false,
+  inspectorPort = undefined,
 } = {}) {
   const issuer = issuerFor(port);
   const configs = ALL_CONFIGS.map((path) => ({ path, config: readConfig({ config: fromRoot(path) }) }));
@@ -80,9 +84,13 @@ export async function startStack({
           storage: sqliteClasses.has(ns.class_name) ? "sqlite" : "legacy-kv",
         };
     }
+    // Routes as in production: each Keyway Worker takes its own paths; the gateway (first, so the
+    // fallback) keeps only /demo and whatever no Worker claims.
+    const paths = /** @type {Record<string, string[]>} */ (WORKER_PATHS)[name] ?? [];
     return {
       config: {
         name,
+        ...(paths.length ? { triggers: paths.map((p) => ({ type: "fetch", pattern: `127.0.0.1${p}` })) } : {}),
         compatibilityDate: /** @type {string} */ (config.compatibility_date),
         compatibilityFlags: config.compatibility_flags,
         manifest: {
@@ -108,6 +116,8 @@ export async function startStack({
       enableDevRegistry: false,
       telemetry: { enabled: false },
       logRequests,
+      // For tools/profile.mjs: the V8 inspector of every Worker and Durable Object isolate.
+      ...(inspectorPort ? { inspectorPort } : {}),
       log: new Log(LogLevel.WARN),
       workers,
     }),

@@ -46,9 +46,9 @@ export function raisedPolicy(perMinute = 1_000_000) {
 /**
  * Starts the stack on a free port with fresh secrets (the generator behind `npm start`'s .dev.vars,
  * never the file itself), a fresh state folder and the bundles in a temporary folder.
- * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number }} [opts]
+ * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number }} [opts]
  */
-export async function startLoadStack({ policy = raisedPolicy(), vars = {}, port } = {}) {
+export async function startLoadStack({ policy = raisedPolicy(), vars = {}, port, inspectorPort } = {}) {
   const tmp = mkdtempSync(join(tmpdir(), "keyway-load-"));
   const secrets = generateSecrets();
   const allVars = { ...secrets, POLICY: JSON.stringify(policy), ...vars };
@@ -59,6 +59,7 @@ export async function startLoadStack({ policy = raisedPolicy(), vars = {}, port 
       persistTo: join(tmp, "state"),
       outDir: join(tmp, "dist"),
       vars: allVars,
+      inspectorPort,
     });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });

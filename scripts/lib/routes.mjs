@@ -1,0 +1,14 @@
+// Which Worker serves which paths of the issuer's host: the routes production deploys (scripts/deploy.mjs)
+// and `npm start` serves (scripts/stack.mjs), so a request reaches its Worker directly, without the
+// dev gateway's extra hop. The same split as workers/routes.ts (`workerFor`), which the dev gateway and
+// the workerd tests use; test/e2e/routes.test.ts checks that the two agree.
+
+/** Paths per Worker. op-auth's are listed one by one so the local gateway can keep `/demo`. */
+export const WORKER_PATHS = {
+  "keyway-op-auth": ["/.well-known/*", "/authorize*", "/email-code/*", "/logout*", "/__dev/*"],
+  "keyway-op-token": ["/token*", "/userinfo*", "/revoke*", "/introspect*", "/jwks.json*"],
+  "keyway-op-mgmt": ["/admin/*"],
+};
+
+/** Production: op-auth also takes every other path on the host (Cloudflare picks the most specific route). */
+export const PRODUCTION_ROUTES = { ...WORKER_PATHS, "keyway-op-auth": ["/*"] };
