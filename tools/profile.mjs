@@ -5,8 +5,8 @@
 // TOP (25), OUT (folder for the raw .cpuprofile files, default .keyway/profiles).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { FULL_LOGIN, REPO, installK6, spawnK6, startLoadStack } from "./lib/k6-stack.mjs";
 import { freePort } from "../scripts/stack.mjs";
+import { FULL_LOGIN, installK6, REPO, spawnK6, startLoadStack } from "./lib/k6-stack.mjs";
 
 const RATE = Number(process.env.RATE ?? 80);
 const SECONDS = Number(process.env.SECONDS ?? 15);
@@ -21,12 +21,18 @@ try {
     await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()
   );
   const sessions = await Promise.all(targets.map((t) => openSession(t.title, t.webSocketDebuggerUrl)));
-  await Promise.all(sessions.map((s) => s.send("Profiler.enable").then(() => s.send("Profiler.setSamplingInterval", { interval: 200 }))));
+  await Promise.all(
+    sessions.map((s) =>
+      s.send("Profiler.enable").then(() => s.send("Profiler.setSamplingInterval", { interval: 200 })),
+    ),
+  );
   // Warm up first (cold isolates, first key import), then profile a steady run.
   await runK6({ RATE: "10", RAMP: "2", HOLD: "5" });
   await Promise.all(sessions.map((s) => s.send("Profiler.start")));
   await runK6({ RATE: String(RATE), RAMP: "3", HOLD: String(SECONDS) });
-  const profiles = await Promise.all(sessions.map(async (s) => ({ title: s.title, profile: (await s.send("Profiler.stop")).profile })));
+  const profiles = await Promise.all(
+    sessions.map(async (s) => ({ title: s.title, profile: (await s.send("Profiler.stop")).profile })),
+  );
   mkdirSync(OUT, { recursive: true });
   let grand = 0;
   const rows = [];
@@ -38,11 +44,17 @@ try {
     rows.push({ title, total, self });
   }
   for (const { title, total, self } of rows.sort((a, b) => b.total - a.total)) {
-    console.log(`\n== ${title}: ${(total / 1000).toFixed(0)} ms busy (${((100 * total) / grand).toFixed(1)} % of all isolates)`);
+    console.log(
+      `\n== ${title}: ${(total / 1000).toFixed(0)} ms busy (${((100 * total) / grand).toFixed(1)} % of all isolates)`,
+    );
     for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP))
-      console.log(`${(us / 1000).toFixed(1).padStart(9)} ms  ${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`);
+      console.log(
+        `${(us / 1000).toFixed(1).padStart(9)} ms  ${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`,
+      );
   }
-  console.log(`\nall isolates: ${(grand / 1000).toFixed(0)} ms of JS over ~${SECONDS + 3} s at ${RATE} logins/s; raw profiles in ${OUT}`);
+  console.log(
+    `\nall isolates: ${(grand / 1000).toFixed(0)} ms of JS over ~${SECONDS + 3} s at ${RATE} logins/s; raw profiles in ${OUT}`,
+  );
   for (const s of sessions) s.close();
 } finally {
   await stack.dispose();
@@ -68,7 +80,11 @@ function selfTimes(profile) {
 
 function runK6(env) {
   return new Promise((resolve, reject) => {
-    const k6 = spawnK6(["run", "--quiet", "--no-thresholds", FULL_LOGIN], { BASE_URL: stack.url, ADMIN_TOKEN: stack.adminToken, ...env }, "ignore");
+    const k6 = spawnK6(
+      ["run", "--quiet", "--no-thresholds", FULL_LOGIN],
+      { BASE_URL: stack.url, ADMIN_TOKEN: stack.adminToken, ...env },
+      "ignore",
+    );
     k6.on("exit", (code) => (code === 0 || code === 99 ? resolve(code) : reject(new Error(`k6 exited ${code}`))));
   });
 }
