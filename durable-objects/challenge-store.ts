@@ -127,26 +127,30 @@ export class ChallengeStore extends ShardStore {
     return { ok: true, expires_in: p.otp_ttl_seconds, resend_after: p.resend_interval_seconds };
   }
 
-  /** Takes one unit of an IP's per-minute quota for `action` (fixed one-minute windows). */
-  async takeIpQuota(
-    ipKey: string,
-    action: "generate" | "verify",
-    perMinute: number,
-    now: number,
-  ): Promise<QuotaResult> {
-    const windowStart = now - (now % 60_000);
-    const bucket = `${action}:${ipKey}:${windowStart}`;
-    const expiresAt = windowStart + 60_000;
-    const row = this.sql
-      .exec<{ used: number }>(
-        `INSERT INTO ip_quota (bucket, used, expires_at) VALUES (?, 1, ?)
-         ON CONFLICT(bucket) DO UPDATE SET used = used + 1 RETURNING used`,
-        bucket,
-        expiresAt,
-      )
-      .one();
-    if (row.used === 1) await this.expireAt(expiresAt);
-    if (row.used > perMinute) return { ok: false, retry_after: Math.max(1, Math.ceil((expiresAt - now) / 1000)) };
+  /**
+   * Takes one unit of an IP's quota for `action` in a fixed one-minute and a fixed one-hour window;
+   * refused when either is spent, with Retry-After until that window ends.
+   */
+  async takeIpQuota(ipKey: string, action: "generate" | "verify", limits: IpLimits, now: number): Promise<QuotaResult> {
+    let refusedUntil = 0;
+    for (const [windowMs, limit] of [
+      [60_000, limits.perMinute],
+      [3_600_000, limits.perHour],
+    ] as const) {
+      const windowStart = now - (now % windowMs);
+      const expiresAt = windowStart + windowMs;
+      const { used } = this.sql
+        .exec<{ used: number }>(
+          `INSERT INTO ip_quota (bucket, used, expires_at) VALUES (?, 1, ?)
+           ON CONFLICT(bucket) DO UPDATE SET used = used + 1 RETURNING used`,
+          `${action}:${windowMs}:${ipKey}:${windowStart}`,
+          expiresAt,
+        )
+        .one();
+      if (used === 1) await this.expireAt(expiresAt);
+      if (used > limit) refusedUntil = Math.max(refusedUntil, expiresAt);
+    }
+    if (refusedUntil) return { ok: false, retry_after: Math.max(1, Math.ceil((refusedUntil - now) / 1000)) };
     return { ok: true };
   }
 
@@ -189,6 +193,10 @@ countVerbCalls(ChallengeStore);
  * limiter is sharded like everything else: no single global object on the login path.
  */
 export type QuotaResult = { ok: true } | { ok: false; retry_after: number };
+export interface IpLimits {
+  perMinute: number;
+  perHour: number;
+}
 
 function equal(a: string, b: string): boolean {
   const ab = encoder.encode(a);

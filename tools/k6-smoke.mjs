@@ -45,11 +45,14 @@ function localQuotaHint(baseUrl, devVars, rate) {
   const need = Math.ceil(rate * 60 * 1.5);
   const gen = policy.ip_generate_per_minute ?? 30;
   const ver = policy.ip_verify_per_minute ?? 60;
-  if (gen >= need && ver >= need) return null;
+  const hourly = Math.min(policy.ip_generate_per_hour ?? 300, policy.ip_verify_per_hour ?? 600);
+  if (gen >= need && ver >= need && hourly >= need) return null;
   const raised = JSON.stringify({
     ...policy,
     ip_generate_per_minute: Math.max(gen, 100000),
     ip_verify_per_minute: Math.max(ver, 100000),
+    ip_generate_per_hour: Math.max(policy.ip_generate_per_hour ?? 300, 6000000),
+    ip_verify_per_hour: Math.max(policy.ip_verify_per_hour ?? 600, 6000000),
   });
   return (
     `the local per-IP quotas (generate ${gen}/min, verify ${ver}/min) are below ${need}/min, so logins will get 429. ` +

@@ -240,6 +240,29 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
     expect((await browser.postJson("/email-code/generate", { tx, email: uniqueEmail() })).status).toBe(200);
   });
 
+  it("limits generate per IP per hour too: a fresh minute does not reset the hour (A4)", async () => {
+    const e = withVars({ POLICY: policy({ ip_generate_per_minute: 2, ip_generate_per_hour: 4 }) });
+    const client = await registerClient({}, e);
+    const hour = Math.ceil(Date.now() / 3_600_000) * 3_600_000;
+    const at = pinClock(hour + 1_000);
+    const { browser, tx } = await started(client, { env: e });
+    const generate = () => browser.postJson("/email-code/generate", { tx, email: uniqueEmail() });
+    for (let i = 0; i < 2; i++) expect((await generate()).status).toBe(200);
+    at(60_000);
+    for (let i = 0; i < 2; i++) expect((await generate()).status).toBe(200);
+    at(120_000);
+    // A new minute, but the hour's quota is spent: 429 until the hour ends.
+    const res = await generate();
+    await expectJsonError(res, 429, "too_many_requests");
+    expect(retryAfter(res)).toBe(3_600 - 121);
+    // The next hour: a new login transaction (the first expired) from the same address works again.
+    at(3_600_000);
+    const again = await started(client, { env: e, browser: new Browser({ env: e, ip: browser.ip }) });
+    expect((await again.browser.postJson("/email-code/generate", { tx: again.tx, email: uniqueEmail() })).status).toBe(
+      200,
+    );
+  });
+
   it("refuses a cross-origin or cross-site post with 403 (E4)", async () => {
     const client = await registerClient();
     const { browser, tx } = await started(client);

@@ -38,9 +38,14 @@ export function installK6() {
   return r.status ?? 1;
 }
 
-/** POLICY with the per-IP quotas raised to `perMinute` (the schema allows at most 1,000,000). */
+/** POLICY with the per-IP quotas raised to `perMinute` (and 60x that an hour; the schema allows at most 1,000,000/min). */
 export function raisedPolicy(perMinute = 1_000_000) {
-  return { ip_generate_per_minute: perMinute, ip_verify_per_minute: perMinute };
+  return {
+    ip_generate_per_minute: perMinute,
+    ip_verify_per_minute: perMinute,
+    ip_generate_per_hour: perMinute * 60,
+    ip_verify_per_hour: perMinute * 60,
+  };
 }
 
 /**

@@ -40,6 +40,8 @@ const policySchema = z
     /** Per-IP quotas per minute; raised, never disabled, for load tests. */
     ip_generate_per_minute: z.number().int().min(1).max(1_000_000).default(30),
     ip_verify_per_minute: z.number().int().min(1).max(1_000_000).default(60),
+    ip_generate_per_hour: z.number().int().min(1).max(100_000_000).default(300),
+    ip_verify_per_hour: z.number().int().min(1).max(100_000_000).default(600),
     login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
     code_ttl_seconds: z.number().int().min(10).max(600).default(60),
     session_ttl_seconds: z

@@ -32,11 +32,15 @@ export function clientAddress(req: Request): string {
 export async function takeIpQuota(c: Context<AppEnv>, action: "generate" | "verify"): Promise<void> {
   const config = c.get("config");
   const ipKey = await hmac(config.OTP_HMAC_SECRET, `ip:${clientAddress(c.req.raw)}`);
-  const perMinute = action === "generate" ? config.POLICY.ip_generate_per_minute : config.POLICY.ip_verify_per_minute;
+  const p = config.POLICY;
+  const limits =
+    action === "generate"
+      ? { perMinute: p.ip_generate_per_minute, perHour: p.ip_generate_per_hour }
+      : { perMinute: p.ip_verify_per_minute, perHour: p.ip_verify_per_hour };
   const result = await shard(c.env, "challenge", routeKey(config.SHARDS, "challenge", ipKey)).takeIpQuota(
     ipKey,
     action,
-    perMinute,
+    limits,
     Date.now(),
   );
   if (!result.ok)
