@@ -1,4 +1,4 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
@@ -9,6 +9,20 @@ export type AppEnv = {
   /** `corsOrigins`: the origins the request's client registered, set once the client is known. */
   Variables: { config: Config; corsOrigins?: string[] };
 };
+
+/** Requests this isolate is working on (all apps in an isolate share it). */
+let inflight = 0;
+
+/**
+ * Admission control, called where new work starts (a new authorization request, a refresh, userinfo,
+ * introspection, revocation): past `max_inflight_requests` in this isolate, 503 with Retry-After at
+ * once. Steps of a login already under way are never shed, so a ramp past capacity turns into fast
+ * 503s for new logins instead of timeouts, and the work already done is not wasted.
+ */
+export function admitNewWork(c: Context<AppEnv>): void {
+  if (inflight > c.get("config").POLICY.max_inflight_requests)
+    throw new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", { retryAfter: 1, status: 503 });
+}
 
 /**
  * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503
@@ -28,7 +42,12 @@ export function createApp(): Hono<AppEnv> {
       throw err;
     }
     c.set("config", config);
-    await next();
+    inflight++;
+    try {
+      await next();
+    } finally {
+      inflight--;
+    }
   });
   // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.
   app.use(async (c, next) => {

@@ -42,6 +42,8 @@ const policySchema = z
     ip_verify_per_minute: z.number().int().min(1).max(1_000_000).default(60),
     ip_generate_per_hour: z.number().int().min(1).max(100_000_000).default(300),
     ip_verify_per_hour: z.number().int().min(1).max(100_000_000).default(600),
+    /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
+    max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
     login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
     code_ttl_seconds: z.number().int().min(10).max(600).default(60),
     session_ttl_seconds: z

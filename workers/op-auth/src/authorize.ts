@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { AuthRequest, SessionInfo } from "../../../durable-objects/session-store";
-import type { AppEnv } from "../../shared/app";
+import { type AppEnv, admitNewWork } from "../../shared/app";
 import { findClient } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
@@ -48,6 +48,7 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   // `redirect_to` from a verified code: finish that login transaction.
   if (params.tx !== undefined && params.client_id === undefined) return resumeLogin(c, params.tx);
 
+  admitNewWork(c);
   try {
     const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
     const request = validateAuthorizeRequest(params, client);

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
+import { type AppEnv, admitNewWork } from "../../shared/app";
 import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { NO_STORE, readForm } from "../../shared/http";
@@ -14,6 +14,7 @@ import { lookupToken } from "./token-lookup";
  */
 export async function revoke(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
+  admitNewWork(c);
   const form = await readForm(c.req.raw);
   const client = await authenticateClient(c.env, config, c.req.raw, form);
   corsClient(c, client);

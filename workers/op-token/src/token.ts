@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
+import { type AppEnv, admitNewWork } from "../../shared/app";
 import { audit, recordAudit, subjectOf } from "../../shared/audit";
 import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
@@ -29,6 +29,8 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     throw new OAuthError("unsupported_grant_type", `grant_type ${grantType} is not supported`);
   if (!client.grant_types.includes(grantType))
     throw new OAuthError("unauthorized_client", `the client may not use ${grantType}`);
+  // A code redemption finishes a login already under way; a refresh is new work and may be shed.
+  if (grantType === "refresh_token") admitNewWork(c);
   const body =
     grantType === "authorization_code"
       ? await redeemCode(c.env, config, client, form)

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
+import { type AppEnv, admitNewWork } from "../../shared/app";
 import { findClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE } from "../../shared/http";
@@ -10,6 +10,7 @@ import { corsClient } from "./cors";
 /** OIDC Core §5.3: GET or POST with a Bearer token in the Authorization header (RFC 6750 §2.1). */
 export async function userinfo(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
+  admitNewWork(c);
   const header = c.req.header("authorization") ?? "";
   const m = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i.exec(header.trim());
   if (!m)
