@@ -208,17 +208,25 @@ const cache = new WeakMap<object, Config>();
 export function loadConfig(env: object): Config {
   const hit = cache.get(env);
   if (hit) return hit;
-  // Bindings are objects; `__`-prefixed strings are the platform's own (e.g. the test pool's).
-  const vars = Object.fromEntries(Object.entries(env).filter(([k, v]) => typeof v === "string" && !k.startsWith("__")));
-  const parsed = envSchema.safeParse(vars);
-  if (!parsed.success) {
-    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "env"}: ${i.message}`).join("; ");
-    throw new ConfigError(`invalid Keyway configuration: ${detail}`);
-  }
-  checkMailBinding(env, parsed.data);
-  const config = { ...parsed.data, secureCookies: parsed.data.ISSUER.startsWith("https://") };
+  const data = parseVars(env, envSchema, "configuration");
+  const config = { ...data, secureCookies: data.ISSUER.startsWith("https://") };
   cache.set(env, config);
   return config;
+}
+
+/**
+ * The string variables of `env` through `schema`, or a ConfigError naming every bad variable. Bindings
+ * are objects; `__`-prefixed strings are the platform's own (e.g. the test pool's).
+ */
+function parseVars<S extends z.ZodType<{ MAIL_TRANSPORT: string }>>(env: object, schema: S, what: string): z.infer<S> {
+  const vars = Object.fromEntries(Object.entries(env).filter(([k, v]) => typeof v === "string" && !k.startsWith("__")));
+  const parsed = schema.safeParse(vars);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "env"}: ${i.message}`).join("; ");
+    throw new ConfigError(`invalid Keyway ${what}: ${detail}`);
+  }
+  checkMailBinding(env, parsed.data);
+  return parsed.data;
 }
 
 /** The `send_email` transport needs its binding (an object, so the string schema cannot see it). */
@@ -251,13 +259,7 @@ const mailCache = new WeakMap<object, MailConfig>();
 export function loadMailConfig(env: object): MailConfig {
   const hit = mailCache.get(env);
   if (hit) return hit;
-  const vars = Object.fromEntries(Object.entries(env).filter(([k, v]) => typeof v === "string" && !k.startsWith("__")));
-  const parsed = mailSchema.safeParse(vars);
-  if (!parsed.success) {
-    const detail = parsed.error.issues.map((i) => `${i.path.join(".") || "env"}: ${i.message}`).join("; ");
-    throw new ConfigError(`invalid Keyway mail configuration: ${detail}`);
-  }
-  checkMailBinding(env, parsed.data);
-  mailCache.set(env, parsed.data);
-  return parsed.data;
+  const data = parseVars(env, mailSchema, "mail configuration");
+  mailCache.set(env, data);
+  return data;
 }
