@@ -8,6 +8,7 @@ import {
   ISSUER,
   loginForCode,
   mailbox,
+  pinClock,
   pkce,
   policy,
   registerClient,
@@ -26,12 +27,6 @@ afterEach(() => {
 });
 
 /** Pins Date (worker and Durable Objects alike) at `ms`; later calls to `at` move it. */
-function pinClock(ms = Date.now()) {
-  vi.useFakeTimers({ toFake: ["Date"] });
-  vi.setSystemTime(ms);
-  return (offset: number) => vi.setSystemTime(ms + offset);
-}
-
 async function started(client: TestClient, opts: { env?: TestEnv; browser?: Browser } = {}) {
   const browser = opts.browser ?? new Browser(opts.env ? { env: opts.env } : {});
   const { challenge, verifier } = await pkce();

@@ -1,6 +1,6 @@
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { createLocalJWKSet, type JWTPayload, jwtVerify } from "jose";
-import { expect } from "vitest";
+import { expect, vi } from "vitest";
 import authApp from "../../workers/op-auth/src/index";
 import mgmtApp from "../../workers/op-mgmt/src/index";
 import tokenApp from "../../workers/op-token/src/index";
@@ -407,4 +407,14 @@ export function setCookieOf(res: Response, name: string): { value: string; attrs
     if ((pair as string).slice(0, eq) === name) return { value: (pair as string).slice(eq + 1), attrs, raw };
   }
   return null;
+}
+
+/**
+ * Pins `Date` (in the tests, the Workers and the Durable Objects: they share this isolate) at `ms`;
+ * returns a setter for `ms + offset`. Pair with `vi.useRealTimers()` in `afterEach`.
+ */
+export function pinClock(ms = Date.now()): (offset: number) => void {
+  vi.useFakeTimers({ toFake: ["Date"] });
+  vi.setSystemTime(ms);
+  return (offset: number) => vi.setSystemTime(ms + offset);
 }

@@ -4,6 +4,7 @@ import {
   call,
   form,
   fullLogin,
+  pinClock,
   policy,
   refreshGrant,
   registerClient,
@@ -21,12 +22,6 @@ import {
 afterEach(() => {
   vi.useRealTimers();
 });
-
-function pinClock(ms = Date.now()) {
-  vi.useFakeTimers({ toFake: ["Date"] });
-  vi.setSystemTime(ms);
-  return (offset: number) => vi.setSystemTime(ms + offset);
-}
 
 async function expectInvalidGrant(res: Response) {
   expect(res.status, await res.clone().text()).toBe(400);
