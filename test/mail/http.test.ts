@@ -4,7 +4,7 @@ import { loadMailConfig } from "../../workers/shared/config";
 import { HttpTransport } from "../../workers/shared/mail/http";
 import { MailError } from "../../workers/shared/mail/message";
 import { Browser, pkce, registerClient, withVars } from "../support/harness";
-import { address, codeIn, httpVars, peers, type ReceivedHttp, received } from "./support";
+import { address, codeIn, failure, httpVars, peers, type ReceivedHttp, received } from "./support";
 
 const transport = (vars: Record<string, string> = {}) =>
   new HttpTransport(loadMailConfig({ ...env, ...httpVars(vars) }));
@@ -15,15 +15,6 @@ const message = (to: string) => ({
   issuerName: "Keyway",
   issuer: env.ISSUER,
 });
-
-async function failure(p: Promise<unknown>): Promise<MailError> {
-  const err = await p.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(MailError);
-  return err as MailError;
-}
 
 describe("HTTP transport (Resend's POST /emails, against a local server that checks requests as Resend documents them)", () => {
   it("delivers a login's code: bearer key, JSON body with from, to, subject, text and html; the code works", async () => {

@@ -4,7 +4,7 @@ import { loadMailConfig } from "../../workers/shared/config";
 import { MailError } from "../../workers/shared/mail/message";
 import { SmtpTransport } from "../../workers/shared/mail/smtp";
 import { Browser, pkce, registerClient, withVars } from "../support/harness";
-import { address, codeIn, parseMime, peers, type ReceivedSmtp, received, smtpVars } from "./support";
+import { address, codeIn, failure, parseMime, peers, type ReceivedSmtp, received, smtpVars } from "./support";
 
 const transport = (vars: Record<string, string> = {}, port?: number) =>
   new SmtpTransport(loadMailConfig({ ...env, ...smtpVars(port), ...vars }));
@@ -16,15 +16,6 @@ const message = (to: string, extra: Partial<{ issuerName: string; code: string }
   issuerName: extra.issuerName ?? "Keyway",
   issuer: env.ISSUER,
 });
-
-async function failure(p: Promise<unknown>): Promise<MailError> {
-  const err = await p.then(
-    () => null,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(MailError);
-  return err as MailError;
-}
 
 describe("SMTP transport (STARTTLS over cloudflare:sockets, against a real SMTP server)", () => {
   it("delivers a login's code over STARTTLS with AUTH: headers, plain text and HTML, and the code works", async () => {

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:test";
 import { expect } from "vitest";
+import { MailError } from "../../workers/shared/mail/message";
 
 /** What the mail peers (test/support/global-setup.ts) accepted for an address. */
 export interface ReceivedHttp {
@@ -84,4 +85,14 @@ export function codeIn(text: string): string {
   const m = /\b([0-9]{6})\b/.exec(text);
   expect(m, text).not.toBeNull();
   return (m as RegExpExecArray)[1] as string;
+}
+
+/** The MailError a send rejects with (fails the test if it resolves or rejects with anything else). */
+export async function failure(p: Promise<unknown>): Promise<MailError> {
+  const err = await p.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(MailError);
+  return err as MailError;
 }

@@ -137,11 +137,12 @@ export async function verifyAccessToken(env: Env, config: Config, token: string)
 export async function isRevoked(
   env: Env,
   config: Config,
-  m: { sid: string; grant_id: string; jti?: string },
+  m: { sid: string; grant_id?: string; jti?: string },
 ): Promise<boolean> {
   const parsed = parseId(config.SHARDS, "sid", m.sid);
   if (!parsed) return true;
-  const keys = [`sid:${m.sid}`, `grant:${m.grant_id}`];
+  const keys = [`sid:${m.sid}`];
+  if (m.grant_id) keys.push(`grant:${m.grant_id}`);
   if (m.jti) keys.push(`jti:${m.jti}`);
   return shard(env, "revocation", parsed.ref).anyRevoked(keys);
 }

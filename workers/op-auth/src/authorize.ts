@@ -20,6 +20,7 @@ import {
 } from "../../shared/http";
 import { issueId, parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
+import { isRevoked } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
 import {
   authorizationResponseUrl,
@@ -96,11 +97,7 @@ async function liveSession(
   if (request.max_age !== undefined && Date.now() / 1000 - session.auth_time > request.max_age) return null;
   // A logout by id_token_hint alone marks the sid without the cookie to delete the session row:
   // that mark ends the session here too (CONTRACT §3 logout; checklist E3).
-  const sid = parseId(config.SHARDS, "sid", session.sid);
-  const [user, revoked] = await Promise.all([
-    findUser(env, session.sub),
-    sid ? shard(env, "revocation", sid.ref).anyRevoked([`sid:${session.sid}`]) : true,
-  ]);
+  const [user, revoked] = await Promise.all([findUser(env, session.sub), isRevoked(env, config, { sid: session.sid })]);
   return !revoked && userStillValid(user, session.auth_time) ? session : null;
 }
 

@@ -1,6 +1,6 @@
 import type { Context, Next } from "hono";
 import type { AppEnv } from "../../shared/app";
-import { AUDIT_KINDS, type AuditKind, audit, auditEmailKey } from "../../shared/audit";
+import { AUDIT_KINDS, type AuditEvent, type AuditKind, audit, auditEmailKey } from "../../shared/audit";
 import { base64url, base64urlDecode } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
@@ -9,16 +9,8 @@ import { json } from "../../shared/http";
 const MAX_LIMIT = 1000;
 const PARAMS = new Set(["user", "email", "kind", "since", "until", "cursor", "limit"]);
 
-interface Row {
-  id: string;
-  at: number;
-  kind: AuditKind;
-  user_id: string | null;
-  email_key: string | null;
-  client_id: string | null;
-  ip: string | null;
-  detail: string | null;
-}
+/** An `audit_events` row as D1 returns it: the event, with `detail` still JSON text. */
+type Row = Omit<AuditEvent, "detail"> & { detail: string | null };
 
 const bad = (description: string) => new OAuthError("invalid_request", description);
 
