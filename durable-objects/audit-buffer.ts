@@ -26,6 +26,12 @@ const COLUMNS = ["id", "at", "kind", "user_id", "email_key", "client_id", "ip", 
 export class AuditBuffer extends DurableObject<AuditEnv> {
   private readonly sql: SqlStorage;
   private failures = 0;
+  /**
+   * The alarm and the number of buffered events as this instance last read or set them (undefined
+   * until first read), so that append costs one storage write, not a getAlarm and a COUNT(*) as well.
+   */
+  private alarmAt: number | null | undefined;
+  private pending: number | undefined;
 
   constructor(ctx: DurableObjectState, env: AuditEnv) {
     super(ctx, env);
@@ -57,9 +63,16 @@ export class AuditBuffer extends DurableObject<AuditEnv> {
           e.detail ? JSON.stringify(e.detail) : null,
         );
     });
-    const alarm = await this.ctx.storage.getAlarm();
-    const at = this.buffered() >= AUDIT_FLUSH_SIZE ? Date.now() : Date.now() + AUDIT_FLUSH_DELAY_MS;
-    if (alarm === null || alarm > at) await this.ctx.storage.setAlarm(at);
+    this.pending = this.pending === undefined ? this.buffered() : this.pending + events.length;
+    if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
+    const now = Date.now();
+    const at = this.pending >= AUDIT_FLUSH_SIZE ? now : now + AUDIT_FLUSH_DELAY_MS;
+    if (this.alarmAt === null || this.alarmAt > at) await this.arm(at);
+  }
+
+  private async arm(at: number): Promise<void> {
+    this.alarmAt = at;
+    await this.ctx.storage.setAlarm(at);
   }
 
   /** Events waiting for the next flush. */
@@ -68,25 +81,30 @@ export class AuditBuffer extends DurableObject<AuditEnv> {
   }
 
   override async alarm(): Promise<void> {
+    this.alarmAt = null;
     const rows = this.sql
       .exec<Record<(typeof COLUMNS)[number] | "seq", SqlStorageValue>>(
         `SELECT seq, ${COLUMNS.join(", ")} FROM events ORDER BY seq LIMIT ?`,
         AUDIT_BATCH,
       )
       .toArray();
-    if (rows.length === 0) return;
+    if (rows.length === 0) {
+      this.pending = 0;
+      return;
+    }
     try {
       await this.flush(rows);
     } catch (err) {
       // Kept in storage; try again later, backing off while D1 fails (the rows wait, nothing is lost).
       this.failures++;
       console.error("audit: flush to D1 failed", err instanceof Error ? err.message : err);
-      await this.ctx.storage.setAlarm(Date.now() + Math.min(300_000, AUDIT_FLUSH_DELAY_MS * 2 ** this.failures));
+      await this.arm(Date.now() + Math.min(300_000, AUDIT_FLUSH_DELAY_MS * 2 ** this.failures));
       return;
     }
     this.failures = 0;
     this.sql.exec("DELETE FROM events WHERE seq <= ?", rows.at(-1)?.seq as number);
-    if (this.buffered() > 0) await this.ctx.storage.setAlarm(Date.now());
+    this.pending = this.buffered();
+    if (this.pending > 0) await this.arm(Date.now());
   }
 
   private async flush(rows: Record<string, SqlStorageValue>[]): Promise<void> {

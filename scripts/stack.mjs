@@ -11,13 +11,13 @@ import {
   ALL_CONFIGS,
   DEFAULT_PORT,
   demoClientSql,
+  GATEWAY_CONFIG,
   issuerFor,
   KEYWAY_CONFIGS,
   ROOT,
   START_PERSIST_DIR,
   STORES_CONFIG,
 } from "./lib/local.mjs";
-import { WORKER_PATHS } from "./lib/routes.mjs";
 import { wrangler } from "./lib/run.mjs";
 
 /**
@@ -84,13 +84,13 @@ export async function startStack({
           storage: sqliteClasses.has(ns.class_name) ? "sqlite" : "legacy-kv",
         };
     }
-    // Routes as in production: each Keyway Worker takes its own paths; the gateway (first, so the
-    // fallback) keeps only /demo and whatever no Worker claims.
-    const paths = /** @type {Record<string, string[]>} */ (WORKER_PATHS)[name] ?? [];
+    // The gateway is the front: workerd serves the issuer origin straight from its socket (no
+    // Miniflare entry Worker in between, which cost about 0.2 ms of the single thread per request) and
+    // the gateway hands each path to the Worker that owns it, as routes do in production.
     return {
+      ...(path === GATEWAY_CONFIG ? { dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port }] } } : {}),
       config: {
         name,
-        ...(paths.length ? { triggers: paths.map((p) => ({ type: "fetch", pattern: `127.0.0.1${p}` })) } : {}),
         compatibilityDate: /** @type {string} */ (config.compatibility_date),
         compatibilityFlags: config.compatibility_flags,
         manifest: {
@@ -106,10 +106,14 @@ export async function startStack({
 
   const persistPath = fromRoot(persistTo);
   mkdirSync(persistPath, { recursive: true });
+  // One workerd process. A split (the stores in a second process, reached through Miniflare's dev
+  // registry) was measured and is slower: each cross-process Durable Object call costs more CPU than
+  // the second core gives back (docs/benchmarks/README.md).
   const mf = new Miniflare(
     /** @type {import("miniflare").MiniflareOptions} */ ({
       host: "127.0.0.1",
-      port,
+      // Miniflare's own entry socket is unused (the gateway has the issuer's port); any free port.
+      port: 0,
       resourcePersistencePath: persistPath,
       // No Request.cf download (offline) and no cross-process dev registry: this stack is self-contained.
       cf: false,
@@ -123,9 +127,7 @@ export async function startStack({
     }),
   );
   try {
-    const ready = await mf.ready;
-    // Miniflare may report localhost; the issuer is the 127.0.0.1 origin either way.
-    if (Number(ready.port) !== port) throw new Error(`workerd listens on ${ready.port}, expected ${port}`);
+    await mf.ready;
     const stores = /** @type {(typeof configs)[number]} */ (configs.find((c) => c.path === STORES_CONFIG));
     const d1 = stores.config.d1_databases[0];
     if (!d1?.migrations_dir) throw new Error(`${STORES_CONFIG} has no D1 migrations_dir`);

@@ -32,6 +32,7 @@ import {
   spawnK6,
   startLoadStack,
 } from "./lib/k6-stack.mjs";
+import { CLK_TCK, cpuTicks, rssBytes, workerdPids } from "./lib/proc.mjs";
 
 // ---------------------------------------------------------------------------------------------- settings
 
@@ -65,60 +66,6 @@ const policy = raisedPolicy(ipQuota);
 const STATS = "avg,min,med,p(90),p(95),p(99),max,count";
 
 // ------------------------------------------------------------------------------------------------ /proc
-
-const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-
-/** utime + stime of a process, in ticks; null when it is gone. @param {number} pid */
-function cpuTicks(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    // fields[0] is field 3 (state): utime is field 14, stime field 15.
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return null;
-  }
-}
-
-/** Resident set size in bytes; 0 when the process is gone. @param {number} pid */
-function rssBytes(pid) {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return m ? Number(m[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** Descendants of this process whose command is workerd (Miniflare's runtime). */
-function workerdPids() {
-  /** @type {Map<number, number[]>} */
-  const children = new Map();
-  /** @type {Map<number, string>} */
-  const comm = new Map();
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      const pid = Number(name);
-      comm.set(pid, stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")));
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), pid]);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const out = [];
-  const queue = [process.pid];
-  while (queue.length) {
-    const pid = /** @type {number} */ (queue.shift());
-    for (const child of children.get(pid) ?? []) {
-      if (comm.get(child)?.startsWith("workerd")) out.push(child);
-      queue.push(child);
-    }
-  }
-  return out;
-}
 
 /** Busy and total ticks of all CPUs (/proc/stat), for the machine's whole load. */
 function systemTicks() {

@@ -2,7 +2,8 @@
 // Profiles the login on the `npm start` runtime: starts a load stack with the V8 inspector open,
 // records a CPU profile of every Worker and Durable Object isolate while k6 runs full-login.js, and
 // prints where the time goes (self time by function, per isolate). Env: RATE (default 80), SECONDS (15),
-// TOP (25), OUT (folder for the raw .cpuprofile files, default .keyway/profiles).
+// TOP (25), OUT (folder for the raw .cpuprofile files, default .keyway/profiles), SCRIPT (the k6
+// script, default k6/full-login.js).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort } from "../scripts/stack.mjs";
@@ -12,6 +13,7 @@ const RATE = Number(process.env.RATE ?? 80);
 const SECONDS = Number(process.env.SECONDS ?? 15);
 const TOP = Number(process.env.TOP ?? 25);
 const OUT = process.env.OUT ?? join(REPO, ".keyway", "profiles");
+const SCRIPT = process.env.SCRIPT ?? FULL_LOGIN;
 
 if (installK6() !== 0) process.exit(1);
 const inspectorPort = await freePort();
@@ -81,7 +83,7 @@ function selfTimes(profile) {
 function runK6(env) {
   return new Promise((resolve, reject) => {
     const k6 = spawnK6(
-      ["run", "--quiet", "--no-thresholds", FULL_LOGIN],
+      ["run", "--quiet", "--no-thresholds", SCRIPT],
       { BASE_URL: stack.url, ADMIN_TOKEN: stack.adminToken, ...env },
       "ignore",
     );

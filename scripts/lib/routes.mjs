@@ -1,7 +1,6 @@
-// Which Worker serves which paths of the issuer's host: the routes production deploys (scripts/deploy.mjs)
-// and `npm start` serves (scripts/stack.mjs), so a request reaches its Worker directly, without the
-// dev gateway's extra hop. The same split as workers/routes.ts (`workerFor`), which the dev gateway and
-// the workerd tests use; test/e2e/routes.test.ts checks that the two agree.
+// Which Worker serves which paths of the issuer's host: the routes production deploys
+// (scripts/deploy.mjs). Locally (`npm run dev`, `npm start`) the dev gateway dispatches by the same
+// split, workers/routes.ts (`workerFor`); test/e2e/routes.test.ts checks that the two agree.
 
 /** Paths per Worker. op-auth's are listed one by one so the local gateway can keep `/demo`. */
 export const WORKER_PATHS = {
