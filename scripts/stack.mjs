@@ -29,7 +29,6 @@ import { wrangler } from "./lib/run.mjs";
  *   the served origin.
  * @property {string} [outDir] Where the bundles go (relative to the repo root); one folder per Worker.
  * @property {boolean} [build] Bundle the Workers first (default true); false reuses what is in outDir.
- * @property {boolean} [logRequests] Log each request (default false).
  * @property {number} [inspectorPort] Open the V8 inspector of every isolate on this port (profiling).
  *
  * @typedef {object} Stack
@@ -48,7 +47,6 @@ export async function startStack({
   vars = {},
   outDir = "dist",
   build = true,
-  logRequests = false,
   inspectorPort = undefined,
 } = {}) {
   const issuer = issuerFor(port);
@@ -108,7 +106,7 @@ export async function startStack({
   mkdirSync(persistPath, { recursive: true });
   // One workerd process. A split (the stores in a second process, reached through Miniflare's dev
   // registry) was measured and is slower: each cross-process Durable Object call costs more CPU than
-  // the second core gives back (docs/benchmarks/README.md).
+  // the second core gives back (docs/performance.md).
   const mf = new Miniflare(
     /** @type {import("miniflare").MiniflareOptions} */ ({
       host: "127.0.0.1",
@@ -119,7 +117,6 @@ export async function startStack({
       cf: false,
       enableDevRegistry: false,
       telemetry: { enabled: false },
-      logRequests,
       // For tools/profile.mjs: the V8 inspector of every Worker and Durable Object isolate.
       ...(inspectorPort ? { inspectorPort } : {}),
       log: new Log(LogLevel.WARN),

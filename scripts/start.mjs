@@ -9,12 +9,7 @@ const port = parsePort(process.env.PORT);
 const vars = ensureSecrets();
 console.log("• bundling the Workers (wrangler deploy --dry-run) ...");
 const started = Date.now();
-const stack = await startStack({
-  port,
-  persistTo: START_PERSIST_DIR,
-  vars,
-  logRequests: process.env.LOG_REQUESTS === "1",
-});
+const stack = await startStack({ port, persistTo: START_PERSIST_DIR, vars });
 const { url } = stack;
 console.log(`
   Keyway is running at ${url}  (started in ${((Date.now() - started) / 1000).toFixed(1)} s)

@@ -3,7 +3,7 @@
 // throwaway Worker (no Keyway code) does one kind of operation per request: nothing, a Durable Object
 // call, a SQLite read or write in it, a D1 query, a service-binding hop, an RS256 or ES256 signature.
 // k6 drives each at a fixed rate; workerd's CPU over the run, less the bare request's, is the
-// operation's cost. The login's CPU is roughly the sum of its operations (docs/benchmarks/README.md).
+// operation's cost. The login's CPU is roughly the sum of its operations (docs/performance.md).
 // Env: RATE (requests/s, default 500), SECONDS (per operation, default 8).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

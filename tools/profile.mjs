@@ -3,7 +3,9 @@
 // records a CPU profile of every Worker and Durable Object isolate while k6 runs full-login.js, and
 // prints where the time goes (self time by function, per isolate). Env: RATE (default 80), SECONDS (15),
 // TOP (25), OUT (folder for the raw .cpuprofile files, default .keyway/profiles), SCRIPT (the k6
-// script, default k6/full-login.js).
+// script, default k6/full-login.js). Read the shares with care: workerd's profiler samples its thread
+// while it waits as well, so the last JS frame and (program) absorb idle time. For CPU per operation,
+// `npm run cost-model` measures; docs/performance.md has both.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort } from "../scripts/stack.mjs";
