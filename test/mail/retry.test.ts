@@ -1,17 +1,10 @@
-import {
-  createExecutionContext,
-  env,
-  runDurableObjectAlarm,
-  runInDurableObject,
-  waitOnExecutionContext,
-} from "cloudflare:test";
+import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { MailOutbox } from "../../durable-objects/mail-outbox";
-import authApp from "../../workers/op-auth/src/index";
 import { auditEmailKey } from "../../workers/shared/audit";
 import { loadConfig } from "../../workers/shared/config";
 import { outboxShardName } from "../../workers/shared/mail/index";
-import { Browser, ISSUER, pkce, policy, registerClient, type TestEnv, withVars } from "../support/harness";
+import { Browser, generateWithContext, pkce, policy, registerClient, type TestEnv, withVars } from "../support/harness";
 import { address, codeIn, httpVars, type ReceivedHttp, received } from "./support";
 
 // Checklist H4: a failing or slow provider. The user gets the answer a working one gives; the code
@@ -123,25 +116,13 @@ describe("mail retries from the MailOutbox (checklist H4)", () => {
     const browser = new Browser({ env: testEnv });
     const tx = await browser.startLogin(client, (await pkce()).challenge);
 
-    const ctx = createExecutionContext();
     const started = performance.now();
-    const res = await authApp.fetch(
-      new Request(`${ISSUER}/email-code/generate`, {
-        method: "POST",
-        headers: {
-          "Content-Type": "application/json",
-          Cookie: [...browser.cookies].map(([k, v]) => `${k}=${v}`).join("; "),
-          "CF-Connecting-IP": browser.ip,
-        },
-        body: JSON.stringify({ tx, email }),
-      }),
-      testEnv as never,
-      ctx,
-    );
+    const { response, afterResponse } = generateWithContext(testEnv, browser, tx, email);
+    const res = await response;
     const answered = performance.now() - started;
     expect(res.status).toBe(200);
     expect(answered).toBeLessThan(900); // before the 1 s mail timeout, let alone the 2.5 s provider
-    await waitOnExecutionContext(ctx);
+    await afterResponse();
     expect(performance.now() - started).toBeGreaterThanOrEqual(900);
 
     // The first attempt was abandoned and handed over, to be retried with the same idempotency key.

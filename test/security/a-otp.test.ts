@@ -1,12 +1,11 @@
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import authApp from "../../workers/op-auth/src/index";
 import {
   admin,
   Browser,
   call,
   dumpShard,
-  ISSUER,
+  generateWithContext,
   mailbox,
   pkce,
   registerClient,
@@ -64,25 +63,12 @@ function heldMailDb(real: D1Database) {
 
 /** EmailCodeGenerate sent straight to op-auth, so the test sees the response before `waitUntil` work ends. */
 async function generateRaw(testEnv: TestEnv, browser: Browser, tx: string, email: string) {
-  const ctx = createExecutionContext();
-  const pending = authApp.fetch(
-    new Request(`${ISSUER}/email-code/generate`, {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        Cookie: [...browser.cookies].map(([k, v]) => `${k}=${v}`).join("; "),
-        "CF-Connecting-IP": browser.ip,
-      },
-      body: JSON.stringify({ tx, email }),
-    }),
-    testEnv as never,
-    ctx,
-  );
+  const { response, afterResponse } = generateWithContext(testEnv, browser, tx, email);
   const res = await Promise.race([
-    pending,
+    response,
     new Promise<"no response">((resolve) => setTimeout(() => resolve("no response"), 3_000)),
   ]);
-  return { res, done: () => waitOnExecutionContext(ctx) };
+  return { res, done: afterResponse };
 }
 
 describe("A5: known and unknown addresses get the same answer, and the mail goes out after it", () => {

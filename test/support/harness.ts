@@ -55,6 +55,28 @@ export const uniqueIp = () => {
 };
 
 /** A cookie jar: what a browser (or an HTTP client with cookies) keeps between steps. */
+/**
+ * `POST /email-code/generate` straight to op-auth with an execution context of its own, so a test can
+ * tell the response from the work after it (`waitUntil`: the mail).
+ */
+export function generateWithContext(testEnv: TestEnv, browser: Browser, tx: string, email: string) {
+  const ctx = createExecutionContext();
+  const response = authApp.fetch(
+    new Request(`${ISSUER}/email-code/generate`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/json",
+        Cookie: [...browser.cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+        "CF-Connecting-IP": browser.ip,
+      },
+      body: JSON.stringify({ tx, email }),
+    }),
+    testEnv as never,
+    ctx,
+  );
+  return { response, afterResponse: () => waitOnExecutionContext(ctx) };
+}
+
 export class Browser {
   readonly cookies = new Map<string, string>();
   readonly ip: string;
