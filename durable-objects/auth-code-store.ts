@@ -1,3 +1,4 @@
+import type { AuditEvent } from "../workers/shared/audit";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -54,9 +55,17 @@ export class AuthCodeStore extends ShardStore {
    * Redeems a code once (RFC 6749 §4.1.3). `grantId` names what this redemption will issue; a later
    * redemption of the same code gets it back so the caller can revoke it. A code presented by another
    * client is refused without being spent; a wrong `redirect_uri` or PKCE verifier spends it.
+   * `issued` is the audit event of a successful redemption (its user is the grant's), written in the
+   * same transaction.
    */
-  consumeCode(codeHash: string, grantId: string, now: number, presented: PresentedCode): ConsumeResult {
-    return this.ctx.storage.transactionSync((): ConsumeResult => {
+  async consumeCode(
+    codeHash: string,
+    grantId: string,
+    now: number,
+    presented: PresentedCode,
+    issued?: AuditEvent,
+  ): Promise<ConsumeResult> {
+    const result = this.ctx.storage.transactionSync((): ConsumeResult => {
       const row = this.sql
         .exec<{ grant_json: string; redeemed_grant_id: string | null }>(
           "SELECT grant_json, redeemed_grant_id FROM codes WHERE code_hash = ? AND expires_at > ?",
@@ -72,8 +81,11 @@ export class AuthCodeStore extends ShardStore {
       this.sql.exec("UPDATE codes SET redeemed_grant_id = ? WHERE code_hash = ?", grantId, codeHash);
       if (grant.redirect_uri !== presented.redirect_uri || grant.code_challenge !== presented.code_challenge)
         return { status: "invalid" };
+      if (issued) this.recordAudit([{ ...issued, user_id: grant.sub }]);
       return { status: "ok", grant };
     });
+    if (result.status === "ok" && issued) await this.auditFlushSoon();
+    return result;
   }
 }
 countVerbCalls(AuthCodeStore);

@@ -1,3 +1,4 @@
+import type { AuditEvent } from "../workers/shared/audit";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -96,10 +97,17 @@ export class SessionStore extends ShardStore {
 
   /**
    * Finishes the login of a transaction with a verified code: creates the session and marks the
-   * transaction done, atomically (a second verify of the same transaction gets false).
+   * transaction done, atomically (a second verify of the same transaction gets false). `signIn` is
+   * the audit event, written in the same transaction.
    */
-  completeLogin(txHash: string, sessionHash: string, session: SessionInfo, now: number): boolean {
-    return this.ctx.storage.transactionSync(() => {
+  async completeLogin(
+    txHash: string,
+    sessionHash: string,
+    session: SessionInfo,
+    now: number,
+    signIn?: AuditEvent,
+  ): Promise<boolean> {
+    const done = this.ctx.storage.transactionSync(() => {
       const cur = this.sql.exec(
         "UPDATE login_tx SET session_hash = ? WHERE tx_hash = ? AND expires_at > ? AND session_hash IS NULL",
         sessionHash,
@@ -116,8 +124,11 @@ export class SessionStore extends ShardStore {
         session.auth_time,
         session.expires_at,
       );
+      if (signIn) this.recordAudit([signIn]);
       return true;
     });
+    if (done && signIn) await this.auditFlushSoon();
+    return done;
   }
 
   /**

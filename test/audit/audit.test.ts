@@ -10,6 +10,10 @@ import {
   policy,
   refreshGrant,
   registerClient,
+  type Store,
+  shardStub,
+  sql,
+  stubForId,
   uniqueEmail,
   withVars,
 } from "../support/harness";
@@ -18,10 +22,18 @@ import {
 const auditShards = () =>
   [0, 1, 2, 3].map((s) => env.AUDIT.get(env.AUDIT.idFromName(`audit:g0:s${s}`)) as DurableObjectStub<AuditBuffer>);
 
-/** What the alarms would do a few seconds from now: flush every buffer to D1. */
+const STORES: Store[] = ["session", "challenge", "code", "revocation", "refresh"];
+/** The test config's shards of every store (4 each, generation 0). */
+const storeShards = () => STORES.flatMap((store) => [0, 1, 2, 3].map((s) => shardStub(store, 0, s)));
+
+/** What the alarms would do a few seconds from now: flush every audit buffer and store outbox to D1. */
 async function flushAll(): Promise<void> {
-  for (const stub of auditShards()) await runDurableObjectAlarm(stub);
+  for (const stub of [...auditShards(), ...storeShards()]) await runDurableObjectAlarm(stub);
 }
+
+type OutboxRow = { kind: string; user_id: string | null; email_key: string | null; detail: string };
+const outbox = (stub: DurableObjectStub) =>
+  sql<OutboxRow>(stub, "SELECT kind, user_id, email_key, detail FROM audit_outbox ORDER BY seq");
 
 const d1Count = async (where: string, ...binds: unknown[]) =>
   (
@@ -85,6 +97,71 @@ describe("audit trail", () => {
     expect(all).not.toContain(email);
     expect(all).not.toContain(tokens.refresh_token as string);
     expect(all).not.toContain(tokens.access_token);
+  });
+
+  it("writes a login's sign-in and token events in the store calls that make them true", async () => {
+    const client = await registerClient({});
+    const { tokens, tx, code } = await fullLogin(client, uniqueEmail("outbox"));
+    const sub = decodeJwt(tokens.id_token).sub as string;
+    const sessionShard = stubForId("session", tx);
+    const codeShard = stubForId("code", code);
+
+    // In the shards' outboxes, next to the session and the spent code; no AuditBuffer call, no D1 yet.
+    const signIn = (await outbox(sessionShard)).filter((e) => e.user_id === sub);
+    expect(signIn.map((e) => e.kind)).toEqual(["sign_in"]);
+    expect(JSON.parse(signIn[0]?.detail as string)).toEqual({ sid: decodeJwt(tokens.id_token).sid });
+    const issued = (await outbox(codeShard)).filter((e) => e.user_id === sub);
+    expect(issued.map((e) => [e.kind, e.detail])).toEqual([["token_issued", '{"grant_type":"authorization_code"}']]);
+    expect(await d1Count("user_id = ?", sub)).toBe(0);
+    // Each shard's alarm is due within the flush delay.
+    for (const stub of [sessionShard, codeShard]) {
+      const at = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+      expect(at).not.toBeNull();
+      expect(at as number).toBeLessThanOrEqual(Date.now() + AUDIT_FLUSH_DELAY_MS);
+    }
+
+    // The alarm moves them to D1 and empties the outbox.
+    await runDurableObjectAlarm(sessionShard);
+    await runDurableObjectAlarm(codeShard);
+    expect(await d1Count("user_id = ?", sub)).toBe(2);
+    expect((await outbox(sessionShard)).filter((e) => e.user_id === sub)).toEqual([]);
+    expect((await outbox(codeShard)).filter((e) => e.user_id === sub)).toEqual([]);
+  });
+
+  it("keeps a store's audit events while D1 fails, and still sweeps expired rows", async () => {
+    const stub = shardStub("session", 0, 3);
+    const tag = `usr_d1down_${Date.now()}`;
+    await runInDurableObject(stub, async (instance, state) => {
+      state.storage.sql.exec(
+        "INSERT INTO audit_outbox (id, at, kind, user_id) VALUES (?, ?, 'sign_in', ?)",
+        `evt-${tag}`,
+        Date.now(),
+        tag,
+      );
+      state.storage.sql.exec(
+        "INSERT INTO login_tx (tx_hash, request, expires_at) VALUES (?, '{}', ?)",
+        `expired-${tag}`,
+        Date.now() - 1,
+      );
+      // D1 fails (its D1_ERROR) for this alarm run; the shard's storage is the real one.
+      const env = (instance as unknown as { env: { DB: D1Database } }).env;
+      const db = env.DB;
+      const fail = () => Promise.reject(new Error("D1_ERROR: Network connection lost."));
+      env.DB = { prepare: () => ({ bind: () => ({}) }), batch: fail } as unknown as D1Database;
+      try {
+        await (instance as unknown as { alarm(): Promise<void> }).alarm();
+      } finally {
+        env.DB = db;
+      }
+    });
+    expect((await outbox(stub)).filter((e) => e.user_id === tag)).toHaveLength(1);
+    expect(await sql(stub, "SELECT tx_hash FROM login_tx WHERE tx_hash = ?", `expired-${tag}`)).toEqual([]);
+    const retryAt = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    expect(retryAt as number).toBeGreaterThan(Date.now());
+
+    await runDurableObjectAlarm(stub);
+    expect((await outbox(stub)).filter((e) => e.user_id === tag)).toEqual([]);
+    expect(await d1Count("user_id = ?", tag)).toBe(1);
   });
 
   it("records a wrong code and a lockout", async () => {

@@ -7,9 +7,11 @@ import { hmac, randomToken } from "./crypto";
 import { objectName, routeKey } from "./sharding";
 
 /**
- * The audit trail: events land in D1 `audit_events`, written behind the request. A Worker hands each
- * event to an AuditBuffer shard in `waitUntil` (after the response); the shard keeps it in its SQLite
- * storage and flushes to D1 in batches from its alarm. No event carries a code, token or cookie.
+ * The audit trail: events land in D1 `audit_events`, written behind the request through an outbox in
+ * a Durable Object's SQLite storage, which its alarm flushes to D1 in batches. The events of a
+ * successful login (code_sent, sign_in, token_issued) go with the store call the step already makes,
+ * in its transaction; any other event goes to an AuditBuffer shard in `waitUntil` (after the
+ * response). No event carries a code, token or cookie.
  */
 export const AUDIT_KINDS = [
   "sign_in",
@@ -85,10 +87,18 @@ export async function emitAudit(env: AuditEnv, shardName: string, events: AuditE
   }
 }
 
+/**
+ * An event of this request, for a store verb to write in its own transaction (the events of a
+ * successful login travel this way; see durable-objects/audit-outbox.ts).
+ */
+export function requestAuditEvent(c: Context<AppEnv>, input: AuditInput): AuditEvent {
+  return auditEvent(input, c.req.header("cf-connecting-ip") ?? null);
+}
+
 /** `audit(c, {...})`: one line in a handler; the event is written after the response. */
 export function audit(c: Context<AppEnv>, input: AuditInput): void {
   const config = c.get("config");
-  const event = auditEvent(input, c.req.header("cf-connecting-ip") ?? null);
+  const event = requestAuditEvent(c, input);
   const promise = emitAudit(c.env, auditShardName(config.SHARDS, event.user_id ?? event.email_key), [event]);
   try {
     c.executionCtx.waitUntil(promise);

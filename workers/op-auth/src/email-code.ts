@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { OtpPolicy } from "../../../durable-objects/challenge-store";
 import type { AppEnv } from "../../shared/app";
-import { audit } from "../../shared/audit";
+import { audit, requestAuditEvent } from "../../shared/audit";
 import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
@@ -210,9 +210,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     await sha256(sessionId),
     { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
     now,
+    requestAuditEvent(c, { kind: "sign_in", user: user.id, emailKey, detail: { sid } }),
   );
   if (!done) throw fail("invalid_request", "the login transaction is already finished");
-  audit(c, { kind: "sign_in", user: user.id, emailKey, detail: { sid } });
   endReplacedSession(c);
 
   const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(post.tx.id)}`;

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { type AppEnv, admitNewWork } from "../../shared/app";
-import { audit, recordAudit, subjectOf } from "../../shared/audit";
+import { type AuditEvent, type AuditInput, audit, recordAudit, requestAuditEvent, subjectOf } from "../../shared/audit";
 import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { base64url, randomToken, seal, sha256, unseal } from "../../shared/crypto";
@@ -31,20 +31,18 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     throw new OAuthError("unauthorized_client", `the client may not use ${grantType}`);
   // A code redemption finishes a login already under way; a refresh is new work and may be shed.
   if (grantType === "refresh_token") admitNewWork(c);
-  const body =
-    grantType === "authorization_code"
-      ? await redeemCode(c.env, config, client, form)
-      : await refresh(c.env, config, client, form);
-  audit(c, {
-    kind: "token_issued",
-    client: client.client_id,
-    user: subjectOf(body),
-    detail: { grant_type: grantType },
-  });
+  const issued: AuditInput = { kind: "token_issued", client: client.client_id, detail: { grant_type: grantType } };
+  if (grantType === "authorization_code") {
+    // The event is written by the code's shard, in the transaction that redeems it.
+    const body = await redeemCode(c.env, config, client, form, requestAuditEvent(c, issued));
+    return json(body, 200, NO_STORE);
+  }
+  const body = await refresh(c.env, config, client, form);
+  audit(c, { ...issued, user: subjectOf(body) });
   return json(body, 200, NO_STORE);
 }
 
-async function redeemCode(env: Env, config: Config, client: Client, form: Record<string, string>) {
+async function redeemCode(env: Env, config: Config, client: Client, form: Record<string, string>, issued: AuditEvent) {
   const { code, redirect_uri: redirectUri, code_verifier: verifier } = form;
   if (!code) throw new OAuthError("invalid_request", "code is required");
   if (!redirectUri) throw new OAuthError("invalid_request", "redirect_uri is required");
@@ -56,11 +54,13 @@ async function redeemCode(env: Env, config: Config, client: Client, form: Record
   const now = Date.now();
   const { id: grantId, ref: familyRef } = issueId(config.SHARDS, "grant");
   const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
-  const result = await shard(env, "code", parsed.ref).consumeCode(await sha256(code), grantId, now, {
-    client_id: client.client_id,
-    redirect_uri: redirectUri,
-    code_challenge: challenge,
-  });
+  const result = await shard(env, "code", parsed.ref).consumeCode(
+    await sha256(code),
+    grantId,
+    now,
+    { client_id: client.client_id, redirect_uri: redirectUri, code_challenge: challenge },
+    issued,
+  );
   if (result.status === "reused") {
     // RFC 6749 §4.1.2: revoke what the first redemption issued.
     await revokeGrant(env, config, result.grant_id, result.sid);
