@@ -1,9 +1,9 @@
-import { DurableObject } from "cloudflare:workers";
 import { type AuditEvent, auditEvent, emitAudit } from "../workers/shared/audit";
 import { loadMailConfig } from "../workers/shared/config";
 import { unseal } from "../workers/shared/crypto";
 import { attempt, mailerFor, outboxSealMaterial, type SealedOtp } from "../workers/shared/mail/index";
 import type { AuditBuffer } from "./audit-buffer";
+import { ShardStore, type StoreEnv } from "./shard-store";
 
 /** A one-time-code mail whose first attempt failed, waiting for its next one. */
 export interface OutboxItem {
@@ -26,40 +26,100 @@ export interface OutboxItem {
   audit_shard: string;
 }
 
-interface OutboxEnv {
-  DB: D1Database;
+interface OutboxEnv extends StoreEnv {
   AUDIT: DurableObjectNamespace<AuditBuffer>;
   SEND_EMAIL?: SendEmail;
 }
 
+/** A captured message (dev transport, or a load-test address), sealed like an outbox item. */
+export interface CapturedItem {
+  /** HMAC of the email, as for the outbox. */
+  key: string;
+  /** `{to, subject, text, code}` as JSON, AES-GCM under MAIL_OUTBOX_SECRET. */
+  sealed: string;
+  sent_at: number;
+}
+
+/** A captured message stays readable this long. */
+export const CAPTURED_MAIL_TTL_MS = 3_600_000;
+/** The newest this many per address are returned. */
+export const CAPTURED_MAIL_LIMIT = 50;
+
 /**
- * MailOutbox: bounded retries of one-time-code mail, sharded by the email's HMAC (`mail:g<gen>:s<n>`).
- * The alarm fires at the earliest `next_at`, tries each due message once with the transport the store
- * Worker's config names, and on failure waits three times longer, up to `max_attempts` and never past
- * the code's expiry. A delivered or abandoned message is deleted; every outcome is an audit event.
+ * MailOutbox: where one-time-code mail waits, sharded by the email's HMAC (`mail:g<gen>:s<n>`).
+ * - Retries: a message whose first attempt failed. The alarm fires at the earliest `next_at`, tries
+ *   each due message once with the transport the store Worker's config names, and on failure waits
+ *   three times longer, up to `max_attempts` and never past the code's expiry. A delivered or abandoned
+ *   message is deleted; every outcome is an audit event.
+ * - Captured mail: what the dev transport "sends", and mail to the load-test domain, for the dev and
+ *   test mailboxes to read. Sealed, kept an hour, and written in one transaction with its `code_sent`
+ *   event (the shard's audit outbox).
  */
-export class MailOutbox extends DurableObject<OutboxEnv> {
-  private readonly sql: SqlStorage;
+export class MailOutbox extends ShardStore<OutboxEnv> {
   /** The variables the transport is built from: the Worker's env (a test may point it elsewhere). */
   protected mailEnv: object;
 
   constructor(ctx: DurableObjectState, env: OutboxEnv) {
     super(ctx, env);
-    this.sql = ctx.storage.sql;
     this.mailEnv = env;
-    this.sql.exec(`CREATE TABLE IF NOT EXISTS outbox (
-      key TEXT PRIMARY KEY,
-      id TEXT NOT NULL,
-      sealed TEXT NOT NULL,
-      attempts INTEGER NOT NULL,
-      max_attempts INTEGER NOT NULL,
-      retry_ms INTEGER NOT NULL,
-      timeout_ms INTEGER NOT NULL,
-      next_at INTEGER NOT NULL,
-      expires_at INTEGER NOT NULL,
-      audit_shard TEXT NOT NULL,
-      last_error TEXT)`);
-    this.sql.exec("CREATE INDEX IF NOT EXISTS outbox_next ON outbox(next_at)");
+  }
+
+  protected schema(): string[] {
+    return [
+      `CREATE TABLE IF NOT EXISTS outbox (
+        key TEXT PRIMARY KEY,
+        id TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        retry_ms INTEGER NOT NULL,
+        timeout_ms INTEGER NOT NULL,
+        next_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        audit_shard TEXT NOT NULL,
+        last_error TEXT)`,
+      "CREATE INDEX IF NOT EXISTS outbox_next ON outbox(next_at)",
+      `CREATE TABLE IF NOT EXISTS captured (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        sent_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL)`,
+      "CREATE INDEX IF NOT EXISTS captured_key ON captured(key, seq)",
+      "CREATE INDEX IF NOT EXISTS captured_exp ON captured(expires_at)",
+    ];
+  }
+
+  protected expiringTables(): string[] {
+    // An outbox row expires with its code: a retry after that is pointless.
+    return ["outbox", "captured"];
+  }
+
+  /** Keeps a captured message and its `code_sent` event, in one transaction. */
+  async capture(item: CapturedItem, sent: AuditEvent): Promise<void> {
+    this.ctx.storage.transactionSync(() => {
+      this.sql.exec(
+        "INSERT INTO captured (key, sealed, sent_at, expires_at) VALUES (?, ?, ?, ?)",
+        item.key,
+        item.sealed,
+        item.sent_at,
+        item.sent_at + CAPTURED_MAIL_TTL_MS,
+      );
+      this.recordAudit([sent]);
+    });
+    await this.auditFlushSoon();
+  }
+
+  /** The captured messages of an address, newest first (still sealed). */
+  captured(key: string, now: number): Omit<CapturedItem, "key">[] {
+    return this.sql
+      .exec<Omit<CapturedItem, "key"> & Record<string, SqlStorageValue>>(
+        "SELECT sealed, sent_at FROM captured WHERE key = ? AND expires_at > ? ORDER BY seq DESC LIMIT ?",
+        key,
+        now,
+        CAPTURED_MAIL_LIMIT,
+      )
+      .toArray();
   }
 
   /** Takes a message for retry, replacing any older pending message for the same address. */
@@ -90,17 +150,20 @@ export class MailOutbox extends DurableObject<OutboxEnv> {
       .toArray();
   }
 
+  /** Makes sure the alarm fires by the earliest retry. */
   private async schedule(): Promise<void> {
     const row = this.sql.exec<{ n: number | null }>("SELECT MIN(next_at) AS n FROM outbox").one();
-    if (row.n === null) {
-      await this.ctx.storage.deleteAlarm();
-      return;
-    }
-    const current = await this.ctx.storage.getAlarm();
-    if (current === null || current > row.n) await this.ctx.storage.setAlarm(row.n);
+    if (row.n !== null) await this.expireAt(row.n);
   }
 
+  /** Due retries first; then what every shard's alarm does (the audit outbox, expiry); then the next retry. */
   override async alarm(): Promise<void> {
+    await this.retryDue();
+    await super.alarm();
+    await this.schedule();
+  }
+
+  private async retryDue(): Promise<void> {
     const now = Date.now();
     const due = this.sql
       .exec<OutboxItem & { last_error: string | null } & Record<string, SqlStorageValue>>(
@@ -116,7 +179,6 @@ export class MailOutbox extends DurableObject<OutboxEnv> {
     };
     await Promise.all(due.map((item) => this.retry(item, now, note)));
     await Promise.all([...events].map(([shard, list]) => emitAudit(this.env, shard, list)));
-    await this.schedule();
   }
 
   private async retry(

@@ -17,7 +17,7 @@ const SWEEP_EVERY_MS = 60_000;
  * that makes an auditable thing true (a sign-in, a redeemed code) writes its event in the same
  * transaction, and the same alarm hands the events to D1.
  */
-export abstract class ShardStore extends DurableObject<StoreEnv> {
+export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableObject<E> {
   protected readonly sql: SqlStorage;
   private readonly audit: AuditOutbox;
   private auditFailures = 0;
@@ -27,7 +27,7 @@ export abstract class ShardStore extends DurableObject<StoreEnv> {
   private served = 0;
   private readonly startedAt = Date.now();
 
-  constructor(ctx: DurableObjectState, env: StoreEnv) {
+  constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.audit = new AuditOutbox(this.sql, "audit_outbox");

@@ -26,9 +26,11 @@ const STORES: Store[] = ["session", "challenge", "code", "revocation", "refresh"
 /** The test config's shards of every store (4 each, generation 0). */
 const storeShards = () => STORES.flatMap((store) => [0, 1, 2, 3].map((s) => shardStub(store, 0, s)));
 
-/** What the alarms would do a few seconds from now: flush every audit buffer and store outbox to D1. */
+const mailShards = () => [0, 1, 2, 3].map((s) => env.MAIL_OUTBOX.get(env.MAIL_OUTBOX.idFromName(`mail:g0:s${s}`)));
+
+/** What the alarms would do a few seconds from now: flush every audit buffer and outbox to D1. */
 async function flushAll(): Promise<void> {
-  for (const stub of [...auditShards(), ...storeShards()]) await runDurableObjectAlarm(stub);
+  for (const stub of [...auditShards(), ...storeShards(), ...mailShards()]) await runDurableObjectAlarm(stub);
 }
 
 type OutboxRow = { kind: string; user_id: string | null; email_key: string | null; detail: string };

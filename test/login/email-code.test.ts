@@ -1,5 +1,7 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { auditEmailKey } from "../../workers/shared/audit";
+import { loadConfig } from "../../workers/shared/config";
 import {
   admin,
   Browser,
@@ -34,8 +36,14 @@ async function started(client: TestClient, opts: { env?: TestEnv; browser?: Brow
   return { browser, tx, verifier };
 }
 
-const mailCount = async () =>
-  ((await env.DB.prepare("SELECT COUNT(*) AS n FROM dev_mailbox").first<{ n: number }>())?.n ?? 0) as number;
+/** Captured messages in every MailOutbox shard (the test config has 4, generation 0). */
+async function mailCount(): Promise<number> {
+  let n = 0;
+  for (let s = 0; s < 4; s++)
+    n += (await sql<{ n: number }>(mailShard(s), "SELECT COUNT(*) AS n FROM captured"))[0]?.n ?? 0;
+  return n;
+}
+const mailShard = (s: number) => env.MAIL_OUTBOX.get(env.MAIL_OUTBOX.idFromName(`mail:g0:s${s}`));
 
 async function expectJsonError(res: Response, status: number, error: string) {
   expect(res.status, await res.clone().text()).toBe(status);
@@ -73,6 +81,39 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
     );
     expect(row?.email).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(row?.challenge_route).toMatch(/^challenge:0:[0-2]$/);
+  });
+
+  it("captures dev mail sealed in the email's MailOutbox shard, with its code_sent event, for an hour", async () => {
+    const client = await registerClient();
+    const at = pinClock();
+    const { browser, tx } = await started(client);
+    const email = uniqueEmail("captured");
+    expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    const [message] = await mailbox(email);
+    expect(message?.code).toMatch(/^[0-9]{6}$/);
+
+    // The address's shard holds the message, sealed (no code, no address), and its audit event.
+    const key = await auditEmailKey(loadConfig(env), email);
+    const found = [];
+    for (let s = 0; s < 4; s++) {
+      const captured = await sql<{ sealed: string }>(mailShard(s), "SELECT sealed FROM captured WHERE key = ?", key);
+      const events = await sql<{ kind: string }>(
+        mailShard(s),
+        "SELECT kind FROM audit_outbox WHERE email_key = ?",
+        key,
+      );
+      if (captured.length || events.length) found.push({ shard: s, captured, events: events.map((e) => e.kind) });
+    }
+    expect(found).toHaveLength(1);
+    expect(found[0]?.captured).toHaveLength(1);
+    expect(found[0]?.events).toEqual(["code_sent"]);
+    expect(JSON.stringify(found)).not.toContain(message?.code as string);
+    expect(JSON.stringify(found)).not.toContain(email);
+
+    at(3_600_000 - 1_000);
+    expect(await mailbox(email)).toHaveLength(1);
+    at(3_600_000 + 1);
+    expect(await mailbox(email)).toHaveLength(0);
   });
 
   it("answers a known and an unknown email identically (A5)", async () => {

@@ -2,7 +2,6 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { loadMailConfig } from "../../workers/shared/config";
 import { HttpTransport } from "../../workers/shared/mail/http";
-import { MailError } from "../../workers/shared/mail/message";
 import { Browser, pkce, registerClient, withVars } from "../support/harness";
 import { address, codeIn, failure, httpVars, peers, type ReceivedHttp, received } from "./support";
 

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { MailOutbox } from "../../durable-objects/mail-outbox";
 import {
   admin,
   Browser,
@@ -30,35 +31,34 @@ async function answer(res: Response) {
 }
 
 /**
- * The real D1, except that writes to the dev mailbox (the dev transport's "send") wait for `open`.
- * Everything else goes straight through.
+ * The real MailOutbox namespace, except that capturing a message (the dev transport's "send") waits
+ * for `open`. Everything else goes straight through.
  */
-function heldMailDb(real: D1Database) {
+function heldMailOutbox(real: DurableObjectNamespace<MailOutbox>) {
   let open!: () => void;
   const gate = new Promise<void>((resolve) => {
     open = resolve;
   });
   const held = { attempted: 0 };
-  const wrap = (stmt: D1PreparedStatement): D1PreparedStatement =>
-    ({
-      bind: (...values: unknown[]) => wrap(stmt.bind(...values)),
-      run: async () => {
-        held.attempted++;
-        await gate;
-        return stmt.run();
+  const holdCapture = (stub: DurableObjectStub<MailOutbox>) =>
+    new Proxy(stub, {
+      get(target, prop) {
+        if (prop !== "capture") return Reflect.get(target, prop);
+        return async (...args: Parameters<MailOutbox["capture"]>) => {
+          held.attempted++;
+          await gate;
+          return target.capture(...args);
+        };
       },
-    }) as unknown as D1PreparedStatement;
-  const db = new Proxy(real, {
+    });
+  const namespace = new Proxy(real, {
     get(target, prop) {
       const value = Reflect.get(target, prop);
-      if (prop !== "prepare") return typeof value === "function" ? value.bind(target) : value;
-      return (query: string) => {
-        const stmt = target.prepare(query);
-        return /^\s*INSERT INTO dev_mailbox/i.test(query) ? wrap(stmt) : stmt;
-      };
+      if (prop !== "get") return typeof value === "function" ? value.bind(target) : value;
+      return (id: DurableObjectId) => holdCapture(target.get(id));
     },
   });
-  return { db, open, held };
+  return { namespace, open, held };
 }
 
 /** EmailCodeGenerate sent straight to op-auth, so the test sees the response before `waitUntil` work ends. */
@@ -74,8 +74,8 @@ async function generateRaw(testEnv: TestEnv, browser: Browser, tx: string, email
 describe("A5: known and unknown addresses get the same answer, and the mail goes out after it", () => {
   for (const signup of ["open", "invite"] as const) {
     it(`answers before the mail is written, the same for a known and an unknown address (SIGNUP=${signup})`, async () => {
-      const mail = heldMailDb(env.DB);
-      const e = withVars({ SIGNUP: signup }, { ...env, DB: mail.db } as TestEnv);
+      const mail = heldMailOutbox(env.MAIL_OUTBOX);
+      const e = withVars({ SIGNUP: signup }, { ...env, MAIL_OUTBOX: mail.namespace } as TestEnv);
       const client = await registerClient({}, e);
       const known = uniqueEmail("a5known");
       expect((await admin("/users", { method: "POST", json: { email: known } })).status).toBe(201);
@@ -119,7 +119,7 @@ const configLog = () => vi.spyOn(console, "error").mockImplementation(() => unde
 const logged = (spy: ReturnType<typeof configLog>) => spy.mock.calls.map((c) => String(c[0])).join("\n");
 
 describe("A9: no plaintext code at rest, and the HMAC secret is required at start-up", () => {
-  it("keeps the code out of every Durable Object and every D1 table but the dev mailbox", async () => {
+  it("keeps the code out of every Durable Object and every D1 table, the captured mail included", async () => {
     const client = await registerClient();
     const browser = new Browser();
     const email = uniqueEmail("a9");
@@ -143,7 +143,7 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
       for (let i = 0; i < 4; i++)
         dumps.push(await dumpShard(binding.get(binding.idFromName(`${prefix}:g0:s${i}`)) as DurableObjectStub));
     const { results: tables } = await env.DB.prepare(
-      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('d1_migrations', 'dev_mailbox')",
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%' AND name != 'd1_migrations'",
     ).all<{ name: string }>();
     expect(tables.map((t) => t.name)).toEqual(expect.arrayContaining(["users", "clients"]));
     for (const { name } of tables)
@@ -151,6 +151,7 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
 
     const all = dumps.join("\n");
     expect(all).toContain('"code_mac"'); // the scan saw the stores ...
+    expect(all).toContain('"sealed"'); // ... the captured mail, sealed in the MailOutbox ...
     expect(all).toContain(email); // ... and D1 (users holds the address once signed in)
     const asNumber = new RegExp(`(?<![0-9])${code}(?![0-9])`);
     expect(all).not.toMatch(asNumber);

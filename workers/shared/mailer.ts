@@ -1,5 +1,4 @@
 /** The mailer interface and its transports live in `./mail/`; this module keeps the old import path. */
-export { DevMailbox } from "./mail/dev";
 export {
   deliverOtp,
   MailError,

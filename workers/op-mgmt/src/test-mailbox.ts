@@ -15,5 +15,5 @@ export async function testMailbox(c: Context<AppEnv>): Promise<Response> {
   const email = normalizeEmail(c.req.param("email") ?? "");
   if (!email || !isLoadTestAddress(config, email))
     throw new OAuthError("not_found", "no test mailbox for this address", { headers: NO_STORE });
-  return json({ messages: await capturedMail(c.env.DB, email) }, 200, NO_STORE);
+  return json({ messages: await capturedMail(c.env, config, email) }, 200, NO_STORE);
 }
