@@ -129,4 +129,45 @@ describe("mail retries from the MailOutbox (checklist H4)", () => {
     const [pending] = await (await outboxOf(email)).pending();
     expect(pending?.attempts).toBe(1);
   });
+
+  it("records mail_failed when captured mail cannot be kept", async () => {
+    const email = address("capturefails");
+    // The dev transport captures; this MailOutbox refuses the capture (an overloaded object).
+    const refusing = new Proxy(env.MAIL_OUTBOX, {
+      get(target, prop) {
+        if (prop !== "get") return Reflect.get(target, prop).bind(target);
+        return (id: DurableObjectId) =>
+          new Proxy(target.get(id), {
+            get: (stub, name) =>
+              name === "capture"
+                ? () => Promise.reject(new Error("Durable Object is overloaded."))
+                : Reflect.get(stub, name),
+          });
+      },
+    });
+    const testEnv = { ...env, MAIL_OUTBOX: refusing } as TestEnv;
+    const client = await registerClient();
+    const browser = new Browser({ env: testEnv });
+    const tx = await browser.startLogin(client, (await pkce()).challenge);
+    const log = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const { response, afterResponse } = generateWithContext(testEnv, browser, tx, email);
+    expect((await response).status).toBe(200);
+    await afterResponse();
+    expect(String(log.mock.calls[0]?.[0])).toContain("could not capture");
+    log.mockRestore();
+
+    const key = await auditEmailKey(config, email);
+    const buffered = [];
+    for (let s = 0; s < 4; s++) {
+      const stub = env.AUDIT.get(env.AUDIT.idFromName(`audit:g0:s${s}`));
+      buffered.push(
+        ...(await runInDurableObject(stub, (_i, state) =>
+          state.storage.sql.exec("SELECT kind, detail FROM events WHERE email_key = ?", key).toArray(),
+        )),
+      );
+    }
+    expect(buffered).toHaveLength(1);
+    expect(buffered[0]?.kind).toBe("mail_failed");
+    expect(JSON.parse(buffered[0]?.detail as string)).toMatchObject({ retry: false, attempt: 1 });
+  });
 });

@@ -11,7 +11,9 @@ import { objectName, routeKey } from "./sharding";
  * a Durable Object's SQLite storage, which its alarm flushes to D1 in batches. The events of a
  * successful login (code_sent, sign_in, token_issued) go with the store call the step already makes,
  * in its transaction; any other event goes to an AuditBuffer shard in `waitUntil` (after the
- * response). No event carries a code, token or cookie.
+ * response). A code grant's token_issued is therefore written when the code is redeemed: if signing
+ * then fails, the code is spent all the same, and the event records that redemption. No event
+ * carries a code, token or cookie.
  */
 export const AUDIT_KINDS = [
   "sign_in",

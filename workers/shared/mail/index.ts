@@ -106,10 +106,13 @@ export async function deliverOtp(
   };
   const p = config.POLICY;
   if (isCaptured(config, m.to)) {
+    // The dev transport and load-test addresses: kept for the mailboxes, with code_sent in the same write.
     try {
       await captureMail(env, config, m.emailKey, message, event("code_sent", { attempt: 1 }));
     } catch (err) {
-      console.error("mail: could not capture", err instanceof Error ? err.message : err);
+      const error = err instanceof Error ? err.message : String(err);
+      console.error("mail: could not capture", error);
+      await emitAudit(env, auditShard, [event("mail_failed", { attempt: 1, error, retry: false })]);
     }
     return;
   }
