@@ -79,6 +79,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
         audit_shard TEXT NOT NULL,
         last_error TEXT)`,
       "CREATE INDEX IF NOT EXISTS outbox_next ON outbox(next_at)",
+      "CREATE INDEX IF NOT EXISTS outbox_exp ON outbox(expires_at)",
       `CREATE TABLE IF NOT EXISTS captured (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         key TEXT NOT NULL,
@@ -91,7 +92,8 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
   }
 
   protected expiringTables(): string[] {
-    // An outbox row expires with its code: a retry after that is pointless.
+    // An outbox row expires with its code. Retries are always due before that, and the alarm runs
+    // due retries first (each with its audit event), so the sweep only tidies up after a late alarm.
     return ["outbox", "captured"];
   }
 
