@@ -3,8 +3,8 @@ import { auditEmailKey } from "../audit";
 import type { Config } from "../config";
 import { seal, unseal } from "../crypto";
 import type { Env } from "../env";
-import { outboxFor, outboxSealMaterial, outboxShardName } from "./index";
 import { type OtpMessage, renderOtpMail } from "./message";
+import { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
 
 /**
  * Captured mail: what the dev transport "sends" (CONTRACT §7, `GET /__dev/mailbox/{email}`), and mail

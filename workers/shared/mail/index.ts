@@ -1,16 +1,16 @@
-import type { MailOutbox } from "../../../durable-objects/mail-outbox";
 import { auditEvent, auditShardName, emitAudit } from "../audit";
 import type { Config, MailConfig } from "../config";
 import { randomToken, seal } from "../crypto";
 import type { Env } from "../env";
-import { objectName, routeKey } from "../sharding";
 import { captureMail, isCaptured } from "./captured";
 import { HttpTransport } from "./http";
 import { MailError, type Mailer, type OtpMessage } from "./message";
+import { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
 import { SendEmailTransport } from "./send-email";
 import { SmtpTransport } from "./smtp";
 
 export { MailError, type Mailer, type OtpMessage, type RenderedMail, renderOtpMail } from "./message";
+export { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
 
 interface MailEnv {
   SEND_EMAIL?: SendEmail;
@@ -44,8 +44,6 @@ export interface SealedOtp {
   issuer: string;
 }
 
-export const outboxSealMaterial = (secret: string) => `mail-outbox:${secret}`;
-
 /** One attempt, abandoned after `timeoutMs`. Resolves to null on success, else the failure. */
 export async function attempt(
   mailer: Mailer,
@@ -69,14 +67,6 @@ export async function attempt(
   } finally {
     if (timer !== undefined) clearTimeout(timer);
   }
-}
-
-export function outboxShardName(shards: Config["SHARDS"], emailKey: string): string {
-  return objectName(routeKey(shards, "mail", emailKey));
-}
-
-export function outboxFor(env: { MAIL_OUTBOX: DurableObjectNamespace<MailOutbox> }, name: string) {
-  return env.MAIL_OUTBOX.get(env.MAIL_OUTBOX.idFromName(name));
 }
 
 /**

@@ -1,0 +1,15 @@
+import type { MailOutbox } from "../../../durable-objects/mail-outbox";
+import type { Config } from "../config";
+import { objectName, routeKey } from "../sharding";
+
+/** The MailOutbox shard of an address, by the HMAC of its email. */
+export function outboxShardName(shards: Config["SHARDS"], emailKey: string): string {
+  return objectName(routeKey(shards, "mail", emailKey));
+}
+
+export function outboxFor(env: { MAIL_OUTBOX: DurableObjectNamespace<MailOutbox> }, name: string) {
+  return env.MAIL_OUTBOX.get(env.MAIL_OUTBOX.idFromName(name));
+}
+
+/** What MailOutbox content (retries and captured mail) is sealed under: MAIL_OUTBOX_SECRET. */
+export const outboxSealMaterial = (secret: string) => `mail-outbox:${secret}`;
