@@ -16,17 +16,17 @@ import {
   stubForId,
   uniqueEmail,
   withVars,
+  writeBehindStub,
 } from "../support/harness";
 
 /** The test config has no `audit` entry in SHARDS: the default, 4 shards in generation 0. */
-const auditShards = () =>
-  [0, 1, 2, 3].map((s) => env.AUDIT.get(env.AUDIT.idFromName(`audit:g0:s${s}`)) as DurableObjectStub<AuditBuffer>);
+const auditShards = () => [0, 1, 2, 3].map((s) => writeBehindStub("audit", s) as DurableObjectStub<AuditBuffer>);
 
 const STORES: Store[] = ["session", "challenge", "code", "revocation", "refresh"];
 /** The test config's shards of every store (4 each, generation 0). */
 const storeShards = () => STORES.flatMap((store) => [0, 1, 2, 3].map((s) => shardStub(store, 0, s)));
 
-const mailShards = () => [0, 1, 2, 3].map((s) => env.MAIL_OUTBOX.get(env.MAIL_OUTBOX.idFromName(`mail:g0:s${s}`)));
+const mailShards = () => [0, 1, 2, 3].map((s) => writeBehindStub("mail", s));
 
 /** What the alarms would do a few seconds from now: flush every audit buffer and outbox to D1. */
 async function flushAll(): Promise<void> {

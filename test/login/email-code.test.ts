@@ -22,6 +22,7 @@ import {
   type TestEnv,
   uniqueEmail,
   withVars,
+  writeBehindStub,
 } from "../support/harness";
 
 afterEach(() => {
@@ -43,7 +44,7 @@ async function mailCount(): Promise<number> {
     n += (await sql<{ n: number }>(mailShard(s), "SELECT COUNT(*) AS n FROM captured"))[0]?.n ?? 0;
   return n;
 }
-const mailShard = (s: number) => env.MAIL_OUTBOX.get(env.MAIL_OUTBOX.idFromName(`mail:g0:s${s}`));
+const mailShard = (s: number) => writeBehindStub("mail", s);
 
 async function expectJsonError(res: Response, status: number, error: string) {
   expect(res.status, await res.clone().text()).toBe(status);

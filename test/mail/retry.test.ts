@@ -4,7 +4,16 @@ import type { MailOutbox } from "../../durable-objects/mail-outbox";
 import { auditEmailKey } from "../../workers/shared/audit";
 import { loadConfig } from "../../workers/shared/config";
 import { outboxShardName } from "../../workers/shared/mail/index";
-import { Browser, generateWithContext, pkce, policy, registerClient, type TestEnv, withVars } from "../support/harness";
+import {
+  Browser,
+  generateWithContext,
+  pkce,
+  policy,
+  registerClient,
+  type TestEnv,
+  withVars,
+  writeBehindStub,
+} from "../support/harness";
 import { address, codeIn, httpVars, type ReceivedHttp, received } from "./support";
 
 // Checklist H4: a failing or slow provider. The user gets the answer a working one gives; the code
@@ -159,7 +168,7 @@ describe("mail retries from the MailOutbox (checklist H4)", () => {
     const key = await auditEmailKey(config, email);
     const buffered = [];
     for (let s = 0; s < 4; s++) {
-      const stub = env.AUDIT.get(env.AUDIT.idFromName(`audit:g0:s${s}`));
+      const stub = writeBehindStub("audit", s);
       buffered.push(
         ...(await runInDurableObject(stub, (_i, state) =>
           state.storage.sql.exec("SELECT kind, detail FROM events WHERE email_key = ?", key).toArray(),

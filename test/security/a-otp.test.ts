@@ -18,6 +18,7 @@ import {
   type TestEnv,
   uniqueEmail,
   withVars,
+  writeBehindStub,
 } from "../support/harness";
 
 // Checklist A5 (the answer does not depend on the mail) and A9 (no plaintext code at rest; the HMAC
@@ -136,12 +137,8 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
     for (const store of STORES)
       for (let g = 0; g < shards[store].length; g++)
         for (let i = 0; i < (shards[store][g] as number); i++) dumps.push(await dumpShard(shardStub(store, g, i)));
-    for (const [binding, prefix] of [
-      [env.MAIL_OUTBOX, "mail"],
-      [env.AUDIT, "audit"],
-    ] as const)
-      for (let i = 0; i < 4; i++)
-        dumps.push(await dumpShard(binding.get(binding.idFromName(`${prefix}:g0:s${i}`)) as DurableObjectStub));
+    for (const kind of ["mail", "audit"] as const)
+      for (let i = 0; i < 4; i++) dumps.push(await dumpShard(writeBehindStub(kind, i)));
     const { results: tables } = await env.DB.prepare(
       "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%' AND name != 'd1_migrations'",
     ).all<{ name: string }>();

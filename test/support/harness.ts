@@ -392,6 +392,12 @@ export function shardStub(store: Store, gen: number, shardNo: number): DurableOb
   return ns.get(ns.idFromName(`${store}:g${gen}:s${shardNo}`));
 }
 
+/** A shard of a write-behind object (`mail:` MailOutbox, `audit:` AuditBuffer); the test config has 4 in generation 0. */
+export function writeBehindStub(kind: "mail" | "audit", shardNo: number): DurableObjectStub {
+  const ns = (kind === "mail" ? env.MAIL_OUTBOX : env.AUDIT) as unknown as DurableObjectNamespace;
+  return ns.get(ns.idFromName(`${kind}:g0:s${shardNo}`));
+}
+
 /** The shard an issued id lives in. */
 export function stubForId(store: Store, id: string): DurableObjectStub {
   const { gen, shard } = idParts(id);
