@@ -1,5 +1,5 @@
 import http from "k6/http";
-import { ADMIN_TOKEN, BASE_URL, REDIRECT_URI, REQUEST_TIMEOUT } from "./config.js";
+import { ADMIN_TOKEN, BASE_URL, ID_TOKEN_ALG, REDIRECT_URI, REQUEST_TIMEOUT } from "./config.js";
 import { describe, jsonBody } from "./http-util.js";
 
 function adminParams() {
@@ -14,7 +14,10 @@ export function requireAdminToken() {
   if (!ADMIN_TOKEN) throw new Error("ADMIN_TOKEN is required (k6 run -e ADMIN_TOKEN=...; locally it is in .dev.vars)");
 }
 
-/** Registers the load test's confidential client (client_secret_basic). The flow never follows the redirect URI. */
+/**
+ * Registers the load test's confidential client (client_secret_basic), its ID tokens signed with ID_TOKEN_ALG.
+ * The flow never follows the redirect URI.
+ */
 export function createClient(name, scope) {
   requireAdminToken();
   const res = http.post(
@@ -25,6 +28,7 @@ export function createClient(name, scope) {
       token_endpoint_auth_method: "client_secret_basic",
       grant_types: ["authorization_code", "refresh_token"],
       scope,
+      id_token_signed_response_alg: ID_TOKEN_ALG,
     }),
     Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/clients" } }),
   );

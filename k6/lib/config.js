@@ -33,6 +33,8 @@ export const USERS = str("USERS", "seeded");
 export const USER_PREFIX = str("USER_PREFIX", "");
 export const REDIRECT_URI = str("REDIRECT_URI", "https://loadtest.keyway.invalid/callback");
 export const REQUEST_TIMEOUT = str("REQUEST_TIMEOUT", "10s");
+/** The ID token's algorithm, registered as the client's `id_token_signed_response_alg` (CONTRACT §3). */
+export const ID_TOKEN_ALG = str("ID_TOKEN_ALG", "RS256");
 
 export const MAILBOX_POLLS = num("MAILBOX_POLLS", 20);
 export const MAILBOX_INTERVAL_MS = num("MAILBOX_INTERVAL_MS", 50);
@@ -47,6 +49,8 @@ export const SUCCESS_RATE = num("SUCCESS_RATE", 0.999);
 
 if (MAILBOX !== "dev" && MAILBOX !== "test") throw new Error(`MAILBOX must be dev or test, got ${MAILBOX}`);
 if (USERS !== "seeded" && USERS !== "signup") throw new Error(`USERS must be seeded or signup, got ${USERS}`);
+if (ID_TOKEN_ALG !== "RS256" && ID_TOKEN_ALG !== "ES256")
+  throw new Error(`ID_TOKEN_ALG must be RS256 or ES256, got ${ID_TOKEN_ALG}`);
 if (RATE <= 0) throw new Error("RATE must be > 0");
 
 /**

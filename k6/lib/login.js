@@ -1,10 +1,10 @@
 import { check } from "k6";
 import http from "k6/http";
-import { BASE_URL, ISSUER, REQUEST_TIMEOUT } from "./config.js";
+import { BASE_URL, ID_TOKEN_ALG, ISSUER, REQUEST_TIMEOUT } from "./config.js";
 import { basicAuth, header, jsonBody, qs, queryOf, withoutQuery } from "./http-util.js";
 import { readCode } from "./mailbox.js";
 import { countFailure, errors, fullFlow, logFailure, loginSuccess, mailboxWait, stepTrend } from "./metrics.js";
-import { jwtPayload, pkcePair, randomUrlSafe } from "./pkce.js";
+import { jwtHeader, jwtPayload, pkcePair, randomUrlSafe } from "./pkce.js";
 
 const JSON_HEADERS = { "Content-Type": "application/json", Accept: "application/json" };
 
@@ -138,12 +138,14 @@ export function tokenExchange(client, code, verifier, nonce, opts = {}) {
     return { ok, tokens: null, ms };
   }
   const claims = jwtPayload(body.id_token);
+  const alg = jwtHeader(body.id_token)?.alg;
   const claimsOk = check(claims, {
     "id_token iss, aud, nonce": (c) => !!c && c.iss === ISSUER && c.aud === client.client_id && c.nonce === nonce,
+    "id_token signed with ID_TOKEN_ALG": () => alg === ID_TOKEN_ALG,
   });
   if (!claimsOk) {
     errors.other.add(1, { step });
-    logFailure(step, `id_token claims wrong: ${JSON.stringify(claims)}`, null);
+    logFailure(step, `id_token wrong: alg ${alg}, claims ${JSON.stringify(claims)}`, null);
     return { ok: false, tokens: null, ms };
   }
   return { ok: true, tokens: body, ms };

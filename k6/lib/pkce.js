@@ -14,8 +14,17 @@ export function pkcePair() {
 
 /** A JWT's payload, unverified (the suite checks claims it sent, not signatures). */
 export function jwtPayload(jwt) {
+  return jwtPart(jwt, 1);
+}
+
+/** The JOSE header of a JWS (alg, kid), unverified. */
+export function jwtHeader(jwt) {
+  return jwtPart(jwt, 0);
+}
+
+function jwtPart(jwt, index) {
   try {
-    const part = String(jwt).split(".")[1];
+    const part = String(jwt).split(".")[index];
     return JSON.parse(encoding.b64decode(part, "rawurl", "s"));
   } catch (_) {
     return null;
