@@ -2,10 +2,12 @@ import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
  * Refresh-token families, one per login grant (RFC 9700 §4.14.2). A family holds the hash of its
- * current token and of the one it replaced. Presenting the replaced token within the grace window
- * returns the sealed copy of the rotation's result (a client retry); later, or any older token, revokes
- * the family. The sealed copy is AES-GCM under a key derived from the replaced token, which storage
- * holds only as a hash, so the copy is useless to anyone reading storage.
+ * current token and of the one it replaced, and `spent_tokens` the hash of every token it rotated out.
+ * Presenting the replaced token within the grace window returns the sealed copy of the rotation's result
+ * (a client retry); a spent token presented later revokes the family. A token this family never issued
+ * is only invalid: the family id is no secret (access tokens carry it as `grant_id`), so a made-up token
+ * must not be able to end someone's login. The sealed copy is AES-GCM under a key derived from the
+ * replaced token, which storage holds only as a hash, so the copy is useless to anyone reading storage.
  */
 
 export interface FamilyGrant {
@@ -39,11 +41,16 @@ export class RefreshTokenRotator extends ShardStore {
         revoked INTEGER NOT NULL DEFAULT 0,
         expires_at INTEGER NOT NULL)`,
       "CREATE INDEX IF NOT EXISTS families_exp ON families(expires_at)",
+      `CREATE TABLE IF NOT EXISTS spent_tokens (
+        token_hash TEXT PRIMARY KEY,
+        family_hash TEXT NOT NULL,
+        expires_at INTEGER NOT NULL)`,
+      "CREATE INDEX IF NOT EXISTS spent_tokens_exp ON spent_tokens(expires_at)",
     ];
   }
 
   protected expiringTables(): string[] {
-    return ["families"];
+    return ["families", "spent_tokens"];
   }
 
   async createFamily(
@@ -92,8 +99,10 @@ export class RefreshTokenRotator extends ShardStore {
           rotated_at: number;
           created_at: number;
           revoked: number;
+          expires_at: number;
         }>(
-          `SELECT grant_json, client_id, current_hash, previous_hash, previous_sealed, rotated_at, created_at, revoked
+          `SELECT grant_json, client_id, current_hash, previous_hash, previous_sealed, rotated_at, created_at, revoked,
+                  expires_at
            FROM families WHERE family_hash = ? AND expires_at > ?`,
           familyHash,
           now,
@@ -114,10 +123,20 @@ export class RefreshTokenRotator extends ShardStore {
           now,
           familyHash,
         );
+        this.sql.exec(
+          "INSERT INTO spent_tokens (token_hash, family_hash, expires_at) VALUES (?, ?, ?)",
+          presentedHash,
+          familyHash,
+          f.expires_at,
+        );
         return { status: "rotated", grant, created_at: f.created_at };
       }
       if (presentedHash === f.previous_hash && f.previous_sealed && now - f.rotated_at <= graceMs)
         return { status: "retry", sealed: f.previous_sealed, grant };
+      const spent = this.sql
+        .exec("SELECT 1 FROM spent_tokens WHERE token_hash = ? AND family_hash = ?", presentedHash, familyHash)
+        .toArray().length;
+      if (!spent) return { status: "invalid" };
       // A spent token came back: the family has leaked (RFC 9700 §4.14.2). Revoke all of it.
       this.sql.exec("UPDATE families SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?", familyHash);
       return { status: "reuse_detected", grant };

@@ -83,6 +83,28 @@ describe("RefreshTokenRotator", () => {
     expect(await s.familyOf(fam, "t1", T0 + GRACE + 4)).toBeNull();
   });
 
+  it("keeps every rotated-out token as spent until the family expires", async () => {
+    const { s, fam } = await family();
+    await s.rotateRefresh(fam, "t0", "client-a", "t1", "s1", T0, GRACE, null);
+    await s.rotateRefresh(fam, "t1", "client-a", "t2", "s2", T0 + 1, GRACE, null);
+    expect(await sql(s, "SELECT token_hash, family_hash, expires_at FROM spent_tokens ORDER BY token_hash")).toEqual([
+      { token_hash: "t0", family_hash: fam, expires_at: EXPIRES },
+      { token_hash: "t1", family_hash: fam, expires_at: EXPIRES },
+    ]);
+  });
+
+  it("answers a token the family never issued with invalid, and leaves the family alone", async () => {
+    const { s, fam } = await family();
+    await s.rotateRefresh(fam, "t0", "client-a", "t1", "s1", T0, GRACE, null);
+    // The family id is known to anyone holding one of its access tokens (grant_id); the secret is not.
+    expect(await s.rotateRefresh(fam, "made-up", "client-a", "tx", "sx", T0 + 1, GRACE, null)).toEqual({
+      status: "invalid",
+    });
+    const [row] = await sql(s, "SELECT revoked, current_hash FROM families WHERE family_hash = ?", fam);
+    expect(row).toEqual({ revoked: 0, current_hash: "t1" });
+    expect((await s.rotateRefresh(fam, "t1", "client-a", "t2", "s2", T0 + 2, GRACE, null)).status).toBe("rotated");
+  });
+
   it("treats a token two rotations old as reuse even within the grace window", async () => {
     const { s, fam } = await family();
     await s.rotateRefresh(fam, "t0", "client-a", "t1", "s1", T0, GRACE, null);

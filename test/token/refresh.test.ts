@@ -201,6 +201,17 @@ describe("Token: refresh_token rotation (CONTRACT §3)", () => {
     expect((await userinfo(three.tokens.access_token)).status).toBe(200);
   });
 
+  it("refuses a made-up token of a real family without revoking it: grant_id is in every access token", async () => {
+    const client = await registerClient();
+    const { tokens } = await fullLogin(client);
+    const grantId = (await verifyJwt(tokens.access_token)).payload.grant_id as string;
+    expect(tokens.refresh_token?.startsWith(`${grantId}.`)).toBe(true);
+    await expectInvalidGrant(await refreshGrant(client, `${grantId}.${"A".repeat(43)}`));
+    expect((await familyRow(tokens.refresh_token as string))?.revoked).toBe(0);
+    expect((await userinfo(tokens.access_token)).status).toBe(200);
+    await rotate(client, tokens.refresh_token as string);
+  });
+
   it("refuses malformed refresh requests with OAuth errors", async () => {
     const client = await registerClient();
     for (const token of [
