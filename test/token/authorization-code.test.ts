@@ -141,6 +141,19 @@ describe("Token: authorization_code (CONTRACT §2.5, §3)", () => {
     }
   });
 
+  it("lets a confidential client prove its secret by either method, whichever it registered (RFC 6749 §2.3.1)", async () => {
+    const basic = await registerClient();
+    const post = await registerClient({ token_endpoint_auth_method: "client_secret_post" });
+    const viaPost = await loginForCode(basic);
+    await expectTokens(
+      await redeem({ ...basic, token_endpoint_auth_method: "client_secret_post" }, viaPost.code, viaPost.verifier),
+    );
+    const viaBasic = await loginForCode(post);
+    await expectTokens(
+      await redeem({ ...post, token_endpoint_auth_method: "client_secret_basic" }, viaBasic.code, viaBasic.verifier),
+    );
+  });
+
   it("answers failed client authentication with 401 invalid_client (C7)", async () => {
     const basic = await registerClient();
     const post = await registerClient({ token_endpoint_auth_method: "client_secret_post" });
@@ -168,20 +181,17 @@ describe("Token: authorization_code (CONTRACT §2.5, §3)", () => {
     const garbage = await send({ Authorization: "Basic !!!" });
     expect(garbage.headers.get("www-authenticate")).toBeTruthy();
     await expectOAuthError(garbage, 401, "invalid_client");
-    // Another method than the one registered.
-    await expectOAuthError(
-      await send({}, { client_id: basic.client_id, client_secret: basic.client_secret as string }),
-      401,
-      "invalid_client",
-    );
+    // A confidential client without its secret, a wrong secret by post, a public client with a secret.
     await expectOAuthError(await send({}, { client_id: basic.client_id }), 401, "invalid_client");
-    await expectOAuthError(await send({ Authorization: basicAuth(post) }), 401, "invalid_client");
+    const wrongPost = await send({}, { client_id: post.client_id, client_secret: "kws_wrong" });
+    expect(wrongPost.headers.get("www-authenticate")).toMatch(/^Basic /);
+    await expectOAuthError(wrongPost, 401, "invalid_client");
+    await expectOAuthError(await send({}, { client_id: pub.client_id, client_secret: "x" }), 401, "invalid_client");
     await expectOAuthError(
-      await send({}, { client_id: post.client_id, client_secret: "kws_wrong" }),
+      await send({ Authorization: basicAuth({ ...pub, client_secret: "x" }) }),
       401,
       "invalid_client",
     );
-    await expectOAuthError(await send({}, { client_id: pub.client_id, client_secret: "x" }), 401, "invalid_client");
     // No client at all.
     await expectOAuthError(await send({}), 401, "invalid_client");
     // Two methods at once.

@@ -46,8 +46,9 @@ export function clientFromRow(row: ClientRow): Client {
 }
 
 /**
- * Clients are read from D1 and kept per isolate for `client_cache_seconds`: every login step needs
- * its client, and a registration changes rarely. An admin change reaches all isolates within that time.
+ * Clients are read from D1, and kept per isolate for `client_cache_seconds` when that is set (0 by
+ * default: an admin change then holds at once). op-mgmt forgets its own copy on a change; other
+ * isolates' copies last until they expire.
  */
 const cache = new Map<string, { client: Client | null; until: number }>();
 
@@ -76,17 +77,17 @@ export async function hashClientSecret(secret: string): Promise<string> {
 
 const basicChallenge = 'Basic realm="keyway", charset="UTF-8"';
 
-function invalidClient(viaBasic: boolean, description = "client authentication failed"): OAuthError {
-  // RFC 6749 §5.2: 401 with WWW-Authenticate when the client tried the Authorization header.
-  return new OAuthError("invalid_client", description, {
-    status: 401,
-    wwwAuthenticate: viaBasic ? basicChallenge : 'Bearer realm="keyway"',
-  });
+function invalidClient(description = "client authentication failed"): OAuthError {
+  // RFC 6749 §5.2: 401, with the challenge of the scheme the token endpoint takes (Basic), whichever
+  // method the client tried.
+  return new OAuthError("invalid_client", description, { status: 401, wwwAuthenticate: basicChallenge });
 }
 
 /**
  * Authenticates the client of a token, revocation or introspection request (RFC 6749 §2.3).
- * Exactly one method may be used; it must be the one the client registered.
+ * Exactly one method may be used. A confidential client (registered `client_secret_basic` or
+ * `client_secret_post`) proves its secret by either method, as RFC 6749 §2.3.1 offers both and
+ * OIDC client libraries differ in their default; a public client (`none`) sends no secret.
  */
 export async function authenticateClient(
   env: Env,
@@ -100,25 +101,25 @@ export async function authenticateClient(
   let method: AuthMethod;
   if (header !== null) {
     const m = /^Basic ([A-Za-z0-9+/=]+)$/i.exec(header.trim());
-    if (!m) throw invalidClient(true, "malformed Authorization header");
+    if (!m) throw invalidClient("malformed Authorization header");
     let decoded: string;
     try {
       decoded = atob(m[1] as string);
     } catch {
-      throw invalidClient(true, "malformed Authorization header");
+      throw invalidClient("malformed Authorization header");
     }
     const colon = decoded.indexOf(":");
-    if (colon < 0) throw invalidClient(true, "malformed Authorization header");
+    if (colon < 0) throw invalidClient("malformed Authorization header");
     try {
       // RFC 6749 §2.3.1: id and secret are form-urlencoded before Base64.
       clientId = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, " "));
       secret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, " "));
     } catch {
-      throw invalidClient(true, "malformed Authorization header");
+      throw invalidClient("malformed Authorization header");
     }
     if (form.client_secret !== undefined)
       throw new OAuthError("invalid_request", "use one client authentication method");
-    if (form.client_id !== undefined && form.client_id !== clientId) throw invalidClient(true);
+    if (form.client_id !== undefined && form.client_id !== clientId) throw invalidClient();
     method = "client_secret_basic";
   } else if (form.client_secret !== undefined) {
     clientId = form.client_id;
@@ -128,14 +129,13 @@ export async function authenticateClient(
     clientId = form.client_id;
     method = "none";
   }
-  if (!clientId) throw invalidClient(method === "client_secret_basic", "client_id is required");
+  if (!clientId) throw invalidClient("client_id is required");
   const client = await findClient(env, config, clientId);
-  if (!client) throw invalidClient(method === "client_secret_basic");
-  if (client.token_endpoint_auth_method !== method) throw invalidClient(method === "client_secret_basic");
+  if (!client) throw invalidClient();
+  if ((client.token_endpoint_auth_method === "none") !== (method === "none")) throw invalidClient();
   if (method !== "none") {
     const presented = await hashClientSecret(secret ?? "");
-    if (!client.secret_hash || !timingSafeEqualString(presented, client.secret_hash))
-      throw invalidClient(method === "client_secret_basic");
+    if (!client.secret_hash || !timingSafeEqualString(presented, client.secret_hash)) throw invalidClient();
   }
   return client;
 }
