@@ -209,6 +209,10 @@ describe("authorization errors redirected to the client (B3, B4, B8)", () => {
       [{ code_challenge_method: "plain" }, "invalid_request"],
       [{ code_challenge: "too-short" }, "invalid_request"],
       [{ code_challenge: `${"a".repeat(42)}!` }, "invalid_request"],
+      // S256 challenges are exactly 43 base64url characters: a hex digest or a padded one is malformed.
+      [{ code_challenge: "a".repeat(64) }, "invalid_request"],
+      [{ code_challenge: `${"a".repeat(43)}=` }, "invalid_request"],
+      [{ code_challenge: `${"a".repeat(42)}~` }, "invalid_request"],
       [{ scope: "email" }, "invalid_scope"],
       [{ prompt: "bogus" }, "invalid_request"],
       [{ prompt: "none login" }, "invalid_request"],

@@ -23,7 +23,8 @@ export class RedirectableError extends Error {
   }
 }
 
-const CODE_CHALLENGE = /^[A-Za-z0-9._~-]{43,128}$/;
+/** RFC 7636 §4.2: an S256 challenge is BASE64URL(SHA-256(verifier)) without padding, 43 characters. */
+const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
 const PROMPTS = new Set(["none", "login", "consent", "select_account"]);
 
 export interface ValidatedRequest extends AuthRequest {
