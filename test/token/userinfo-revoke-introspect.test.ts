@@ -10,6 +10,7 @@ import {
   form,
   fullLogin,
   ISSUER,
+  pinClock,
   pkce,
   redeem,
   refreshGrant,
@@ -312,5 +313,22 @@ describe("logout (CONTRACT §3) and user revocation (§5)", () => {
       `/authorize?${authorizeQuery(client, (await pkce()).challenge, { prompt: "none" })}`,
     );
     expect(new URL(none.headers.get("location") as string).searchParams.get("error")).toBe("login_required");
+  });
+
+  it("lets the user log in again right after a revocation, though logins are timed in whole seconds", async () => {
+    const client = await registerClient();
+    // The first login a minute back (the resend interval), the revocation and the next login now.
+    pinClock(Date.now() - 61_000);
+    const { tokens, email } = await fullLogin(client);
+    vi.useRealTimers();
+    const { sub } = (await verifyJwt(tokens.id_token)).payload;
+    expect((await admin(`/users/${sub}/revoke`, { method: "POST" })).status).toBe(200);
+    await expectInvalidToken(await userinfo(tokens.access_token));
+
+    const again = await fullLogin(client, email);
+    expect((await verifyJwt(again.tokens.id_token)).payload.sub).toBe(sub);
+    expect((await userinfo(again.tokens.access_token)).status).toBe(200);
+    expect(await introspect(client, again.tokens.access_token)).toMatchObject({ active: true });
+    expect((await refreshGrant(client, again.tokens.refresh_token as string)).status).toBe(200);
   });
 });

@@ -76,6 +76,8 @@ export async function deleteUser(c: Context<AppEnv>): Promise<Response> {
   return new Response(null, { status: 204 });
 }
 
+const REVOKE_SKEW_MARGIN_MS = 50;
+
 /**
  * Ends every session and token of a user: sessions, access and refresh tokens are all checked
  * against `revoked_at` (a login at or before it is dead), so one write reaches every shard.
@@ -86,5 +88,9 @@ export async function revokeUser(c: Context<AppEnv>): Promise<Response> {
     .bind(now, now, c.req.param("id") ?? "")
     .first<User>();
   if (!row) throw new OAuthError("not_found", "no such user");
+  // Logins are timed in whole seconds (auth_time, iat), and one timed at or before revoked_at is dead.
+  // Answering only once the next second has begun (plus a margin for clock skew between machines)
+  // means a login that starts after this response is never mistaken for one from before it.
+  await new Promise((resolve) => setTimeout(resolve, 1000 - (now % 1000) + REVOKE_SKEW_MARGIN_MS));
   return json(row);
 }
