@@ -2,13 +2,16 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import {
   admin,
+  authorizeQuery,
   basicAuth,
   call,
   fullLogin,
   loginForCode,
+  pkce,
   redeem,
   registerClient,
   type TestClient,
+  withVars,
 } from "../support/harness";
 
 const base = (over: Record<string, unknown> = {}) => ({
@@ -218,6 +221,37 @@ describe("clients (CONTRACT §5)", () => {
       body: "token=x",
     });
     expect(revoke.status).toBe(401);
+  });
+});
+
+describe("client changes reach every Worker (client_cache_seconds)", () => {
+  // All Workers share this test isolate, so op-mgmt's own cache eviction would hide a stale copy:
+  // the change is made in D1 directly, as op-mgmt in another isolate would make it.
+  const authorize = async (client: TestClient, testEnv: object) =>
+    (
+      await call(
+        `/authorize?${authorizeQuery(client, (await pkce()).challenge)}`,
+        { headers: { Accept: "application/json" } },
+        testEnv,
+      )
+    ).status;
+  const deleteInD1 = (client: TestClient) =>
+    env.DB.prepare("DELETE FROM clients WHERE client_id = ?").bind(client.client_id).run();
+
+  it("by default reads the client every time: a deletion holds at once", async () => {
+    const defaults = withVars({ POLICY: "{}" });
+    const client = await registerClient();
+    expect(await authorize(client, defaults)).toBe(200);
+    await deleteInD1(client);
+    expect(await authorize(client, defaults)).toBe(400);
+  });
+
+  it("with a cache, keeps the client that long (the trade-off the knob makes)", async () => {
+    const cached = withVars({ POLICY: JSON.stringify({ client_cache_seconds: 30 }) });
+    const client = await registerClient();
+    expect(await authorize(client, cached)).toBe(200);
+    await deleteInD1(client);
+    expect(await authorize(client, cached)).toBe(200);
   });
 });
 

@@ -58,7 +58,9 @@ async function originRegistered(env: Env, config: Config, origin: string): Promi
     .bind(origin)
     .first();
   const ok = row !== null;
-  if (registered.size > 10_000) registered.clear();
-  registered.set(origin, { ok, until: now + config.POLICY.client_cache_seconds * 1000 });
+  if (config.POLICY.client_cache_seconds > 0) {
+    if (registered.size > 10_000) registered.clear();
+    registered.set(origin, { ok, until: now + config.POLICY.client_cache_seconds * 1000 });
+  }
   return ok;
 }
