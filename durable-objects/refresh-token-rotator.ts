@@ -133,9 +133,12 @@ export class RefreshTokenRotator extends ShardStore {
       }
       if (presentedHash === f.previous_hash && f.previous_sealed && now - f.rotated_at <= graceMs)
         return { status: "retry", sealed: f.previous_sealed, grant };
-      const spent = this.sql
-        .exec("SELECT 1 FROM spent_tokens WHERE token_hash = ? AND family_hash = ?", presentedHash, familyHash)
-        .toArray().length;
+      // The previous token is spent too (and is the only one a family rotated before spent_tokens holds).
+      const spent =
+        presentedHash === f.previous_hash ||
+        this.sql
+          .exec("SELECT 1 FROM spent_tokens WHERE token_hash = ? AND family_hash = ?", presentedHash, familyHash)
+          .toArray().length > 0;
       if (!spent) return { status: "invalid" };
       // A spent token came back: the family has leaked (RFC 9700 §4.14.2). Revoke all of it.
       this.sql.exec("UPDATE families SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?", familyHash);

@@ -93,6 +93,15 @@ describe("RefreshTokenRotator", () => {
     ]);
   });
 
+  it("still takes the previous token for reuse when spent_tokens has no row for it (a family rotated before the table)", async () => {
+    const { s, fam } = await family();
+    await s.rotateRefresh(fam, "t0", "client-a", "t1", "s1", T0, GRACE, null);
+    await sql(s, "DELETE FROM spent_tokens");
+    expect((await s.rotateRefresh(fam, "t0", "client-a", "tx", "sx", T0 + GRACE + 1, GRACE, null)).status).toBe(
+      "reuse_detected",
+    );
+  });
+
   it("answers a token the family never issued with invalid, and leaves the family alone", async () => {
     const { s, fam } = await family();
     await s.rotateRefresh(fam, "t0", "client-a", "t1", "s1", T0, GRACE, null);
