@@ -537,7 +537,7 @@ function runSection({ rungs, runNo, startedAt, finishedAt, svgName, machine, git
       `load average (1/5/15 min) before the run ${loadBefore}; the cores other processes kept busy during each hold are the table's *other CPU*`,
     `- **Runtime** the \`npm start\` runtime (scripts/stack.mjs: the built Workers in one workerd via Miniflare), fresh ` +
       `secrets and a fresh state folder; k6 ${K6_VERSION} on the same machine, \`k6/full-login.js\` with seeded users`,
-    `- **Settings** SHARDS \`${shards}\`; POLICY \`${JSON.stringify(policy)}\` (per-IP quotas raised: all requests come from 127.0.0.1); ` +
+    `- **Settings** SHARDS \`${shards}\`; POLICY \`${JSON.stringify(policy)}\` (per-IP quotas raised: all requests come from 127.0.0.1; client registrations cached per isolate); ` +
       `ID tokens ${process.env.ID_TOKEN_ALG || "RS256"} (k6 \`ID_TOKEN_ALG\`), access tokens RS256`,
     `- **Rungs** ${ramp} s ramp from 0, then ${hold} s hold at the rate (ramping-arrival-rate); latency, errors and achieved rate ` +
       `are from the iterations that started in the hold, CPU from /proc over the hold (cores: 1.00 = one core busy), ` +
