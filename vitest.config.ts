@@ -46,6 +46,12 @@ export default defineConfig(async () => {
                   TEST_MAIL_PEERS: inject("mailPeers") as MailPeers as never,
                 },
                 email: { send_email: [{ name: "SEND_EMAIL" }] },
+                // op-auth's per-IP quotas, as its wrangler.toml declares them (the tests run op-auth
+                // against the store Worker's config, which has none).
+                ratelimits: {
+                  IP_GENERATE_LIMIT: { namespace_id: "7101", simple: { limit: 1_000_000_000, period: 60 } },
+                  IP_VERIFY_LIMIT: { namespace_id: "7102", simple: { limit: 1_000_000_000, period: 60 } },
+                },
               },
             })),
           ],

@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { AuditEvent } from "../workers/shared/audit";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
+import { RowsWritten, type ShardStats } from "./shard-store";
 
 export { AUDIT_BATCH, AUDIT_FLUSH_DELAY_MS, LAST_LOGIN_EVERY_MS } from "./audit-outbox";
 /** A flush runs at once when this many events are waiting. */
@@ -26,15 +27,25 @@ export class AuditBuffer extends DurableObject<AuditEnv> {
    */
   private alarmAt: number | null | undefined;
   private pending: number | undefined;
+  private served = 0;
+  private readonly startedAt = Date.now();
+  private readonly rows = new RowsWritten();
 
   constructor(ctx: DurableObjectState, env: AuditEnv) {
     super(ctx, env);
     // The table keeps the name it had before the outbox was shared with the stores.
-    this.outbox = new AuditOutbox(ctx.storage.sql, "events");
-    ctx.storage.sql.exec(this.outbox.schema());
+    const sql = this.rows.track(ctx.storage.sql);
+    this.outbox = new AuditOutbox(sql, "events");
+    sql.exec(this.outbox.schema());
+  }
+
+  /** Calls served and rows written since this instance started, as every store shard reports them. */
+  stats(): ShardStats {
+    return { served: this.served, rows_written: this.rows.total(), since: this.startedAt };
   }
 
   async append(events: AuditEvent[]): Promise<void> {
+    this.served++;
     this.ctx.storage.transactionSync(() => this.outbox.add(events));
     this.pending = this.pending === undefined ? this.outbox.count() : this.pending + events.length;
     if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();

@@ -2,97 +2,77 @@ import type { AuditEvent } from "../workers/shared/audit";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
- * Authorization codes, keyed by SHA-256 of the code. Consuming a code is atomic; the ids of what the
- * redemption issues are recorded in the same write, so a second redemption learns what to revoke
- * (RFC 6749 §4.1.2: the server SHOULD revoke tokens issued from a code that is used twice).
+ * The spent authorization codes of a shard. A code carries its grant sealed (op-auth's auth-code.ts),
+ * so issuing one writes nothing; what must be stored is that it was used, which the redemption
+ * records atomically, with the id of what it issued. A second redemption learns that id, so the
+ * caller can revoke it (RFC 6749 §4.1.2: the server SHOULD revoke tokens issued from a code that is
+ * used twice).
  */
 
-export interface CodeGrant {
-  client_id: string;
-  redirect_uri: string;
-  code_challenge: string;
-  scope: string;
-  nonce?: string;
-  sub: string;
-  email: string;
+export interface RedeemCode {
+  /** SHA-256 of the code. */
+  codeHash: string;
+  /**
+   * The grant this redemption issues, or null when the presentation is refused (wrong redirect URI,
+   * PKCE verifier, or an expired code): the code is spent all the same.
+   */
+  grantId: string | null;
+  /** The login's public session id, so a later replay can revoke the grant in its sid's shard. */
   sid: string;
-  auth_time: number;
+  /** How long the spent mark is kept: as long as the tokens the code yields live. */
+  keepUntil: number;
+  /** The `token_issued` audit event of a successful redemption, written in the same transaction. */
+  issued?: AuditEvent;
 }
 
-export type ConsumeResult =
-  | { status: "ok"; grant: CodeGrant }
-  | { status: "reused"; grant_id: string; sid: string }
-  | { status: "invalid" };
+export type RedeemResult = { status: "ok" } | { status: "reused"; grant_id: string; sid: string } | { status: "spent" };
 
 export class AuthCodeStore extends ShardStore {
   protected schema(): string[] {
     return [
-      `CREATE TABLE IF NOT EXISTS codes (
+      `CREATE TABLE IF NOT EXISTS spent_codes (
         code_hash TEXT PRIMARY KEY,
-        grant_json TEXT NOT NULL,
-        redeemed_grant_id TEXT,
+        grant_id TEXT,
+        sid TEXT NOT NULL,
         expires_at INTEGER NOT NULL)`,
-      "CREATE INDEX IF NOT EXISTS codes_exp ON codes(expires_at)",
+      "CREATE INDEX IF NOT EXISTS spent_codes_exp ON spent_codes(expires_at)",
+      // Codes were stored whole before they carried their grant sealed; nothing reads this table.
+      "DROP TABLE IF EXISTS codes",
     ];
   }
 
   protected expiringTables(): string[] {
-    return ["codes"];
-  }
-
-  async issueCode(codeHash: string, grant: CodeGrant, expiresAt: number, keepUntil: number): Promise<void> {
-    // A redeemed code is kept past its lifetime (until `keepUntil`) so a late replay still revokes.
-    this.sql.exec(
-      "INSERT INTO codes (code_hash, grant_json, expires_at) VALUES (?, ?, ?)",
-      codeHash,
-      JSON.stringify({ ...grant, _exp: expiresAt }),
-      keepUntil,
-    );
-    await this.expireAt(keepUntil);
+    return ["spent_codes"];
   }
 
   /**
-   * Redeems a code once (RFC 6749 §4.1.3). `grantId` names what this redemption will issue; a later
-   * redemption of the same code gets it back so the caller can revoke it. A code presented by another
-   * client is refused without being spent; a wrong `redirect_uri` or PKCE verifier spends it.
-   * `issued` is the audit event of a successful redemption (its user is the grant's), written in the
-   * same transaction.
+   * Spends a code once (RFC 6749 §4.1.3). The first presentation records `grantId` (null for a refused
+   * one) and gets `ok`; every later one gets `reused` with the grant to revoke, or `spent` when the
+   * first presentation issued nothing.
    */
-  async consumeCode(
-    codeHash: string,
-    grantId: string,
-    now: number,
-    presented: PresentedCode,
-    issued?: AuditEvent,
-  ): Promise<ConsumeResult> {
-    const result = this.ctx.storage.transactionSync((): ConsumeResult => {
-      const row = this.sql
-        .exec<{ grant_json: string; redeemed_grant_id: string | null }>(
-          "SELECT grant_json, redeemed_grant_id FROM codes WHERE code_hash = ? AND expires_at > ?",
-          codeHash,
-          now,
+  async redeemCode(a: RedeemCode): Promise<RedeemResult> {
+    const result = this.ctx.storage.transactionSync((): RedeemResult => {
+      const cur = this.sql.exec(
+        "INSERT INTO spent_codes (code_hash, grant_id, sid, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT(code_hash) DO NOTHING",
+        a.codeHash,
+        a.grantId,
+        a.sid,
+        a.keepUntil,
+      );
+      if (cur.rowsWritten > 0) {
+        if (a.grantId && a.issued) this.recordAudit([a.issued]);
+        return { status: "ok" };
+      }
+      const first = this.sql
+        .exec<{ grant_id: string | null; sid: string }>(
+          "SELECT grant_id, sid FROM spent_codes WHERE code_hash = ?",
+          a.codeHash,
         )
-        .toArray()[0];
-      if (!row) return { status: "invalid" };
-      const { _exp, ...grant } = JSON.parse(row.grant_json) as CodeGrant & { _exp: number };
-      if (grant.client_id !== presented.client_id) return { status: "invalid" };
-      if (row.redeemed_grant_id) return { status: "reused", grant_id: row.redeemed_grant_id, sid: grant.sid };
-      if (_exp <= now) return { status: "invalid" };
-      this.sql.exec("UPDATE codes SET redeemed_grant_id = ? WHERE code_hash = ?", grantId, codeHash);
-      if (grant.redirect_uri !== presented.redirect_uri || grant.code_challenge !== presented.code_challenge)
-        return { status: "invalid" };
-      if (issued) this.recordAudit([{ ...issued, user_id: grant.sub }]);
-      return { status: "ok", grant };
+        .one();
+      return first.grant_id ? { status: "reused", grant_id: first.grant_id, sid: first.sid } : { status: "spent" };
     });
-    if (result.status === "ok" && issued) await this.auditFlushSoon();
+    if (result.status === "ok") await (a.grantId && a.issued ? this.auditFlushSoon() : this.expireAt(a.keepUntil));
     return result;
   }
 }
 countVerbCalls(AuthCodeStore);
-
-export interface PresentedCode {
-  client_id: string;
-  redirect_uri: string;
-  /** BASE64URL(SHA256(code_verifier)), RFC 7636 §4.6. */
-  code_challenge: string;
-}

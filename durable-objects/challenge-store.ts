@@ -1,9 +1,13 @@
+import type { AuditEvent } from "../workers/shared/audit";
+import { timingSafeEqualString } from "../workers/shared/crypto";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
- * One-time email codes and the per-email limits that guard them, in the shard of the email (keyed by
- * an HMAC of the normalized address, so no address or code is stored in the clear). A code is stored
- * only as an HMAC computed by the Worker under the OTP secret; comparison is constant-time.
+ * Everything of one email address that a login needs, in the email's shard (keyed by an HMAC of the
+ * normalized address, so no address or code is stored in the clear): its one-time code, the
+ * per-email limits that guard it, the captured mail of the dev and load-test transports, and which
+ * user the address belongs to (a cache of D1, which stays the source of truth). A code is stored only
+ * as an HMAC computed by the Worker under the OTP secret; comparison is constant-time.
  */
 
 export interface OtpPolicy {
@@ -18,7 +22,40 @@ export type IssueResult =
   | { ok: true; expires_in: number; resend_after: number }
   | { ok: false; error: "slow_down" | "too_many_requests"; retry_after: number };
 
-export type VerifyResult = { status: "ok" } | { status: "invalid" } | { status: "locked"; retry_after: number };
+/** The user an address belongs to, as D1 said when it was last read (its email is the address itself). */
+export interface KnownUser {
+  id: string;
+}
+
+export type VerifyResult =
+  | { status: "ok"; user: KnownUser | null }
+  | { status: "invalid" }
+  | { status: "locked"; retry_after: number };
+
+export interface IssueChallenge {
+  emailKey: string;
+  /** SHA-256 of the login transaction's id: only that transaction can use the code. */
+  txHash: string;
+  codeMac: string;
+  now: number;
+  policy: OtpPolicy;
+  /** Captured mail (dev transport, load-test addresses): kept with its `code_sent` event if the code is issued. */
+  captured?: { sealed: string; sent: AuditEvent };
+}
+
+export interface VerifyChallenge {
+  emailKey: string;
+  txHash: string;
+  codeMac: string;
+  now: number;
+  policy: OtpPolicy;
+}
+
+/** A captured message, sealed by the Worker under MAIL_OUTBOX_SECRET (`{to, subject, text, code}`). */
+export interface CapturedRow {
+  sealed: string;
+  sent_at: number;
+}
 
 interface Limits {
   failures: number;
@@ -29,7 +66,11 @@ interface Limits {
 }
 
 const HOUR = 3_600_000;
-const encoder = new TextEncoder();
+/** A captured message stays readable this long; the newest this many per address are returned. */
+export const CAPTURED_MAIL_TTL_MS = HOUR;
+export const CAPTURED_MAIL_LIMIT = 50;
+/** How long the shard trusts its copy of an address's user before reading D1 again. */
+export const KNOWN_USER_TTL_MS = 7 * 24 * HOUR;
 
 export class ChallengeStore extends ShardStore {
   protected schema(): string[] {
@@ -50,16 +91,26 @@ export class ChallengeStore extends ShardStore {
         last_sent_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL)`,
       "CREATE INDEX IF NOT EXISTS email_limits_exp ON email_limits(expires_at)",
-      `CREATE TABLE IF NOT EXISTS ip_quota (
-        bucket TEXT PRIMARY KEY,
-        used INTEGER NOT NULL,
+      `CREATE TABLE IF NOT EXISTS captured (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        email_key TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        sent_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL)`,
-      "CREATE INDEX IF NOT EXISTS ip_quota_exp ON ip_quota(expires_at)",
+      "CREATE INDEX IF NOT EXISTS captured_key ON captured(email_key, seq)",
+      "CREATE INDEX IF NOT EXISTS captured_exp ON captured(expires_at)",
+      `CREATE TABLE IF NOT EXISTS known_users (
+        email_key TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL,
+        expires_at INTEGER NOT NULL)`,
+      "CREATE INDEX IF NOT EXISTS known_users_exp ON known_users(expires_at)",
+      // Per-IP quotas lived here before they moved to the Rate Limiting binding; nothing reads them.
+      "DROP TABLE IF EXISTS ip_quota",
     ];
   }
 
   protected expiringTables(): string[] {
-    return ["challenges", "email_limits", "ip_quota"];
+    return ["challenges", "email_limits", "captured", "known_users"];
   }
 
   #limits(emailKey: string, now: number): Limits {
@@ -93,14 +144,10 @@ export class ChallengeStore extends ShardStore {
   /**
    * Stores a new code for an email, replacing (voiding) any older one, unless the resend interval,
    * the hourly send quota or the hourly failure limit says no. A refused request stores nothing.
+   * Captured mail is kept in the same transaction as the code it carries.
    */
-  async issueChallenge(
-    emailKey: string,
-    txHash: string,
-    codeMac: string,
-    now: number,
-    p: OtpPolicy,
-  ): Promise<IssueResult> {
+  async issueChallenge(a: IssueChallenge): Promise<IssueResult> {
+    const { emailKey, now, policy: p } = a;
     const l = this.#limits(emailKey, now);
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
     if (l.failures >= p.email_failures_per_hour)
@@ -115,51 +162,38 @@ export class ChallengeStore extends ShardStore {
       this.sql.exec(
         "INSERT OR REPLACE INTO challenges (email_key, tx_hash, code_mac, attempts, expires_at) VALUES (?, ?, ?, 0, ?)",
         emailKey,
-        txHash,
-        codeMac,
+        a.txHash,
+        a.codeMac,
         expiresAt,
       );
       l.sends += 1;
       l.last_sent_at = now;
       this.#saveLimits(emailKey, l);
+      if (a.captured) {
+        this.sql.exec(
+          "INSERT INTO captured (email_key, sealed, sent_at, expires_at) VALUES (?, ?, ?, ?)",
+          emailKey,
+          a.captured.sealed,
+          now,
+          now + CAPTURED_MAIL_TTL_MS,
+        );
+        this.recordAudit([a.captured.sent]);
+      }
     });
-    await this.expireAt(expiresAt);
+    await (a.captured ? this.auditFlushSoon() : this.expireAt(expiresAt));
     return { ok: true, expires_in: p.otp_ttl_seconds, resend_after: p.resend_interval_seconds };
   }
 
   /**
-   * Takes one unit of an IP's quota for `action` in a fixed one-minute and a fixed one-hour window;
-   * refused when either is spent, with Retry-After until that window ends.
+   * Checks a code for an email within the login transaction that requested it. Only a live code of
+   * that transaction can be guessed at, so only such a guess counts: a wrong one costs an attempt on
+   * the code and a failure for the email, and the code dies after the allowed attempts (even the right
+   * code then fails). A transaction with no live code here gets `invalid` and changes nothing, so no
+   * one can spend another login's attempts. Success consumes the code, clears the failures, and returns
+   * the address's user if this shard knows it.
    */
-  async takeIpQuota(ipKey: string, action: "generate" | "verify", limits: IpLimits, now: number): Promise<QuotaResult> {
-    let refusedUntil = 0;
-    for (const [windowMs, limit] of [
-      [60_000, limits.perMinute],
-      [3_600_000, limits.perHour],
-    ] as const) {
-      const windowStart = now - (now % windowMs);
-      const expiresAt = windowStart + windowMs;
-      const { used } = this.sql
-        .exec<{ used: number }>(
-          `INSERT INTO ip_quota (bucket, used, expires_at) VALUES (?, 1, ?)
-           ON CONFLICT(bucket) DO UPDATE SET used = used + 1 RETURNING used`,
-          `${action}:${windowMs}:${ipKey}:${windowStart}`,
-          expiresAt,
-        )
-        .one();
-      if (used === 1) await this.expireAt(expiresAt);
-      if (used > limit) refusedUntil = Math.max(refusedUntil, expiresAt);
-    }
-    if (refusedUntil) return { ok: false, retry_after: Math.max(1, Math.ceil((refusedUntil - now) / 1000)) };
-    return { ok: true };
-  }
-
-  /**
-   * Checks a code for an email within the login transaction that requested it. A wrong code counts
-   * an attempt on the challenge and a failure for the email; the challenge dies after the allowed
-   * attempts (even the right code then fails). Success consumes the challenge and clears failures.
-   */
-  verifyChallenge(emailKey: string, txHash: string, codeMac: string, now: number, p: OtpPolicy): VerifyResult {
+  verifyChallenge(a: VerifyChallenge): VerifyResult {
+    const { emailKey, now, policy: p } = a;
     return this.ctx.storage.transactionSync((): VerifyResult => {
       const l = this.#limits(emailKey, now);
       if (l.failures >= p.email_failures_per_hour)
@@ -171,35 +205,61 @@ export class ChallengeStore extends ShardStore {
           emailKey,
         )
         .toArray()[0];
-      const live = c !== undefined && c.expires_at > now && c.attempts < p.otp_max_attempts;
-      if (live && c.tx_hash === txHash && equal(c.code_mac, codeMac)) {
+      const live = c !== undefined && c.expires_at > now && c.attempts < p.otp_max_attempts && c.tx_hash === a.txHash;
+      if (!live) return { status: "invalid" };
+      if (timingSafeEqualString(c.code_mac, a.codeMac)) {
         this.sql.exec("DELETE FROM challenges WHERE email_key = ?", emailKey);
-        l.failures = 0;
-        this.#saveLimits(emailKey, l);
-        return { status: "ok" };
+        if (l.failures > 0) {
+          l.failures = 0;
+          this.#saveLimits(emailKey, l);
+        }
+        return { status: "ok", user: this.#knownUser(emailKey, now) };
       }
-      if (live && c.tx_hash === txHash)
-        this.sql.exec("UPDATE challenges SET attempts = attempts + 1 WHERE email_key = ?", emailKey);
+      this.sql.exec("UPDATE challenges SET attempts = attempts + 1 WHERE email_key = ?", emailKey);
       l.failures += 1;
       this.#saveLimits(emailKey, l);
       return { status: "invalid" };
     });
   }
+
+  #knownUser(emailKey: string, now: number): KnownUser | null {
+    const row = this.sql
+      .exec<{ user_id: string }>(
+        "SELECT user_id FROM known_users WHERE email_key = ? AND expires_at > ?",
+        emailKey,
+        now,
+      )
+      .toArray()[0];
+    return row ? { id: row.user_id } : null;
+  }
+
+  /** Remembers which user an address belongs to, after the Worker read (or created) it in D1. */
+  async rememberUser(emailKey: string, user: KnownUser, now: number): Promise<void> {
+    const expiresAt = now + KNOWN_USER_TTL_MS;
+    this.sql.exec(
+      "INSERT OR REPLACE INTO known_users (email_key, user_id, expires_at) VALUES (?, ?, ?)",
+      emailKey,
+      user.id,
+      expiresAt,
+    );
+    await this.expireAt(expiresAt);
+  }
+
+  /** Forgets an address's user (the admin API deleted it): the next sign-in reads D1 again. */
+  forgetUser(emailKey: string): void {
+    this.sql.exec("DELETE FROM known_users WHERE email_key = ?", emailKey);
+  }
+
+  /** The captured messages of an address, newest first (still sealed). */
+  capturedMail(emailKey: string, now: number): CapturedRow[] {
+    return this.sql
+      .exec<CapturedRow & Record<string, SqlStorageValue>>(
+        "SELECT sealed, sent_at FROM captured WHERE email_key = ? AND expires_at > ? ORDER BY seq DESC LIMIT ?",
+        emailKey,
+        now,
+        CAPTURED_MAIL_LIMIT,
+      )
+      .toArray();
+  }
 }
 countVerbCalls(ChallengeStore);
-
-/**
- * Per-IP quotas live in the ChallengeStore shard of the IP (keyed by an HMAC of the address), so the
- * limiter is sharded like everything else: no single global object on the login path.
- */
-export type QuotaResult = { ok: true } | { ok: false; retry_after: number };
-export interface IpLimits {
-  perMinute: number;
-  perHour: number;
-}
-
-function equal(a: string, b: string): boolean {
-  const ab = encoder.encode(a);
-  const bb = encoder.encode(b);
-  return ab.byteLength === bb.byteLength && crypto.subtle.timingSafeEqual(ab, bb);
-}

@@ -3,7 +3,7 @@ import { loadMailConfig } from "../workers/shared/config";
 import { unseal } from "../workers/shared/crypto";
 import { attempt, mailerFor, outboxSealMaterial, type SealedOtp } from "../workers/shared/mail/index";
 import type { AuditBuffer } from "./audit-buffer";
-import { ShardStore, type StoreEnv } from "./shard-store";
+import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 /** A one-time-code mail whose first attempt failed, waiting for its next one. */
 export interface OutboxItem {
@@ -31,29 +31,13 @@ interface OutboxEnv extends StoreEnv {
   SEND_EMAIL?: SendEmail;
 }
 
-/** A captured message (dev transport, or a load-test address), sealed like an outbox item. */
-export interface CapturedItem {
-  /** HMAC of the email, as for the outbox. */
-  key: string;
-  /** `{to, subject, text, code}` as JSON, AES-GCM under MAIL_OUTBOX_SECRET. */
-  sealed: string;
-  sent_at: number;
-}
-
-/** A captured message stays readable this long. */
-export const CAPTURED_MAIL_TTL_MS = 3_600_000;
-/** The newest this many per address are returned. */
-export const CAPTURED_MAIL_LIMIT = 50;
-
 /**
  * MailOutbox: where one-time-code mail waits, sharded by the email's HMAC (`mail:g<gen>:s<n>`).
- * - Retries: a message whose first attempt failed. The alarm fires at the earliest `next_at`, tries
- *   each due message once with the transport the store Worker's config names, and on failure waits
- *   three times longer, up to `max_attempts` and never past the code's expiry. A delivered or abandoned
- *   message is deleted; every outcome is an audit event.
- * - Captured mail: what the dev transport "sends", and mail to the load-test domain, for the dev and
- *   test mailboxes to read. Sealed, kept an hour, and written in one transaction with its `code_sent`
- *   event (the shard's audit outbox).
+ * It holds a message whose first attempt failed. The alarm fires at the earliest `next_at`, tries each
+ * due message once with the transport the store Worker's config names, and on failure waits three
+ * times longer, up to `max_attempts` and never past the code's expiry. A delivered or abandoned
+ * message is deleted; every outcome is an audit event. (Captured mail, of the dev transport and the
+ * load-test domain, is kept by the ChallengeStore with its code.)
  */
 export class MailOutbox extends ShardStore<OutboxEnv> {
   /** The variables the transport is built from: the Worker's env (a test may point it elsewhere). */
@@ -80,48 +64,15 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
         last_error TEXT)`,
       "CREATE INDEX IF NOT EXISTS outbox_next ON outbox(next_at)",
       "CREATE INDEX IF NOT EXISTS outbox_exp ON outbox(expires_at)",
-      `CREATE TABLE IF NOT EXISTS captured (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        key TEXT NOT NULL,
-        sealed TEXT NOT NULL,
-        sent_at INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL)`,
-      "CREATE INDEX IF NOT EXISTS captured_key ON captured(key, seq)",
-      "CREATE INDEX IF NOT EXISTS captured_exp ON captured(expires_at)",
+      // Captured mail lived here before it moved to the ChallengeStore, beside its code.
+      "DROP TABLE IF EXISTS captured",
     ];
   }
 
   protected expiringTables(): string[] {
     // An outbox row expires with its code. Retries are always due before that, and the alarm runs
     // due retries first (each with its audit event), so the sweep only tidies up after a late alarm.
-    return ["outbox", "captured"];
-  }
-
-  /** Keeps a captured message and its `code_sent` event, in one transaction. */
-  async capture(item: CapturedItem, sent: AuditEvent): Promise<void> {
-    this.ctx.storage.transactionSync(() => {
-      this.sql.exec(
-        "INSERT INTO captured (key, sealed, sent_at, expires_at) VALUES (?, ?, ?, ?)",
-        item.key,
-        item.sealed,
-        item.sent_at,
-        item.sent_at + CAPTURED_MAIL_TTL_MS,
-      );
-      this.recordAudit([sent]);
-    });
-    await this.auditFlushSoon();
-  }
-
-  /** The captured messages of an address, newest first (still sealed). */
-  captured(key: string, now: number): Omit<CapturedItem, "key">[] {
-    return this.sql
-      .exec<Omit<CapturedItem, "key"> & Record<string, SqlStorageValue>>(
-        "SELECT sealed, sent_at FROM captured WHERE key = ? AND expires_at > ? ORDER BY seq DESC LIMIT ?",
-        key,
-        now,
-        CAPTURED_MAIL_LIMIT,
-      )
-      .toArray();
+    return ["outbox"];
   }
 
   /** Takes a message for retry, replacing any older pending message for the same address. */
@@ -140,7 +91,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
       item.expires_at,
       item.audit_shard,
     );
-    await this.schedule();
+    await this.#schedule();
   }
 
   /** Pending messages (no sealed content), for inspection. */
@@ -153,19 +104,19 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
   }
 
   /** Makes sure the alarm fires by the earliest retry. */
-  private async schedule(): Promise<void> {
+  async #schedule(): Promise<void> {
     const row = this.sql.exec<{ n: number | null }>("SELECT MIN(next_at) AS n FROM outbox").one();
     if (row.n !== null) await this.expireAt(row.n);
   }
 
   /** Due retries first; then what every shard's alarm does (the audit outbox, expiry); then the next retry. */
   override async alarm(): Promise<void> {
-    await this.retryDue();
+    await this.#retryDue();
     await super.alarm();
-    await this.schedule();
+    await this.#schedule();
   }
 
-  private async retryDue(): Promise<void> {
+  async #retryDue(): Promise<void> {
     const now = Date.now();
     const due = this.sql
       .exec<OutboxItem & { last_error: string | null } & Record<string, SqlStorageValue>>(
@@ -179,11 +130,11 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
       list.push(auditEvent({ kind, emailKey: item.key, detail }));
       events.set(item.audit_shard, list);
     };
-    await Promise.all(due.map((item) => this.retry(item, now, note)));
+    await Promise.all(due.map((item) => this.#retry(item, now, note)));
     await Promise.all([...events].map(([shard, list]) => emitAudit(this.env, shard, list)));
   }
 
-  private async retry(
+  async #retry(
     item: OutboxItem,
     now: number,
     note: (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) => void,
@@ -195,7 +146,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
       config = loadMailConfig(this.mailEnv);
     } catch (err) {
       // A broken deployment: keep the message and try again later, within its limits.
-      return this.failed(item, n, now, err instanceof Error ? err.message : String(err), false, note);
+      return this.#failed(item, n, now, err instanceof Error ? err.message : String(err), false, note);
     }
     const raw = await unseal(outboxSealMaterial(config.MAIL_OUTBOX_SECRET), item.sealed);
     if (raw === null || item.expires_at <= now) {
@@ -226,10 +177,10 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
       note(item, "code_sent", { attempt: n, transport: config.MAIL_TRANSPORT });
       return;
     }
-    return this.failed(item, n, now, failure.message, failure.permanent, note, config.MAIL_TRANSPORT);
+    return this.#failed(item, n, now, failure.message, failure.permanent, note, config.MAIL_TRANSPORT);
   }
 
-  private failed(
+  #failed(
     item: OutboxItem,
     n: number,
     now: number,
@@ -253,3 +204,4 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
     note(item, "mail_failed", { attempt: n, error, retry, ...(transport ? { transport } : {}) });
   }
 }
+countVerbCalls(MailOutbox as unknown as abstract new (...args: never[]) => ShardStore);

@@ -1,12 +1,6 @@
 import type { AuditEvent } from "../workers/shared/audit";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
-/**
- * Login transactions and browser sessions. Rows are keyed by the SHA-256 of the id (tx id or session
- * cookie), so storage never holds a usable cookie. A session is created in its transaction's shard, so
- * finishing a login is one atomic call.
- */
-
 export interface AuthRequest {
   client_id: string;
   redirect_uri: string;
@@ -29,134 +23,123 @@ export interface SessionInfo {
 
 export type ResumeResult =
   | { ok: true; request: AuthRequest; session: SessionInfo }
-  | { ok: false; reason: "unknown_tx" | "not_logged_in" | "session_mismatch" };
+  | { ok: false; reason: "unknown_tx" | "session_mismatch" };
 
+/** What a verified code makes: a session, born from one login transaction. */
+export interface StartSession {
+  /** SHA-256 of the login transaction's id: one transaction makes at most one session. */
+  txHash: string;
+  /** SHA-256 of the session cookie. */
+  sessionHash: string;
+  session: SessionInfo;
+  /** The authorization request the transaction carried, for `redirect_to` to finish, once. */
+  request: AuthRequest;
+  /** Until when `redirect_to` may finish it: the transaction's own expiry (ms). */
+  requestExpiresAt: number;
+  now: number;
+  /** The `sign_in` audit event, written in the same transaction. */
+  signIn?: AuditEvent;
+}
+
+/**
+ * Browser sessions, keyed by the SHA-256 of the session cookie, so storage never holds a usable
+ * cookie. The login transaction itself is not stored: it travels sealed in `tx` (op-auth's
+ * login-tx.ts). A session row remembers the hash of the transaction that made it, which makes a
+ * transaction good for one session, and holds that transaction's authorization request until
+ * `redirect_to` turns it into a code, once.
+ */
 export class SessionStore extends ShardStore {
   protected schema(): string[] {
     return [
-      `CREATE TABLE IF NOT EXISTS login_tx (
-        tx_hash TEXT PRIMARY KEY,
-        request TEXT NOT NULL,
-        email TEXT,
-        challenge_route TEXT,
-        session_hash TEXT,
-        expires_at INTEGER NOT NULL)`,
-      "CREATE INDEX IF NOT EXISTS login_tx_exp ON login_tx(expires_at)",
       `CREATE TABLE IF NOT EXISTS sessions (
         session_hash TEXT PRIMARY KEY,
         sid TEXT NOT NULL,
         sub TEXT NOT NULL,
         email TEXT NOT NULL,
         auth_time INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL)`,
+        expires_at INTEGER NOT NULL,
+        tx_hash TEXT,
+        pending_request TEXT,
+        pending_until INTEGER)`,
       "CREATE INDEX IF NOT EXISTS sessions_exp ON sessions(expires_at)",
+      // Login transactions lived in this table before they were sealed into `tx`; nothing reads it.
+      "DROP TABLE IF EXISTS login_tx",
     ];
   }
 
+  protected override upgrades(): Record<string, string[]> {
+    // Shards created before sealed transactions have a sessions table without these columns.
+    return {
+      sessions: [
+        "ALTER TABLE sessions ADD COLUMN tx_hash TEXT",
+        "ALTER TABLE sessions ADD COLUMN pending_request TEXT",
+        "ALTER TABLE sessions ADD COLUMN pending_until INTEGER",
+      ],
+    };
+  }
+
+  protected override indexes(): string[] {
+    // After the upgrades: a login transaction makes one session (NULLs, from older rows, never clash).
+    return ["CREATE UNIQUE INDEX IF NOT EXISTS sessions_tx ON sessions(tx_hash)"];
+  }
+
   protected expiringTables(): string[] {
-    return ["login_tx", "sessions"];
-  }
-
-  async beginLogin(txHash: string, request: AuthRequest, expiresAt: number): Promise<void> {
-    this.sql.exec(
-      "INSERT INTO login_tx (tx_hash, request, expires_at) VALUES (?, ?, ?)",
-      txHash,
-      JSON.stringify(request),
-      expiresAt,
-    );
-    await this.expireAt(expiresAt);
+    return ["sessions"];
   }
 
   /**
-   * Records which email (and the ChallengeStore shard holding its challenge) this transaction is
-   * sending a code to. False when the transaction is unknown, expired or already finished.
+   * Finishes the login of a transaction whose code was verified: creates the session and keeps the
+   * authorization request for `redirect_to`. False when the transaction already made a session (a
+   * replayed or raced verify), in which case nothing is written.
    */
-  bindEmail(txHash: string, email: string, challengeRoute: string, now: number): boolean {
-    const cur = this.sql.exec(
-      "UPDATE login_tx SET email = ?, challenge_route = ? WHERE tx_hash = ? AND expires_at > ? AND session_hash IS NULL",
-      email,
-      challengeRoute,
-      txHash,
-      now,
-    );
-    return cur.rowsWritten > 0;
-  }
-
-  /** The email and challenge route a transaction awaits a code for, if it is live and unfinished. */
-  pendingLogin(txHash: string, now: number): { email: string; challenge_route: string } | null {
-    const row = this.sql
-      .exec<{ email: string | null; challenge_route: string | null }>(
-        "SELECT email, challenge_route FROM login_tx WHERE tx_hash = ? AND expires_at > ? AND session_hash IS NULL",
-        txHash,
-        now,
-      )
-      .toArray()[0];
-    if (!row?.email || !row.challenge_route) return null;
-    return { email: row.email, challenge_route: row.challenge_route };
-  }
-
-  /**
-   * Finishes the login of a transaction with a verified code: creates the session and marks the
-   * transaction done, atomically (a second verify of the same transaction gets false). `signIn` is
-   * the audit event, written in the same transaction.
-   */
-  async completeLogin(
-    txHash: string,
-    sessionHash: string,
-    session: SessionInfo,
-    now: number,
-    signIn?: AuditEvent,
-  ): Promise<boolean> {
+  async startSession(a: StartSession): Promise<boolean> {
     const done = this.ctx.storage.transactionSync(() => {
       const cur = this.sql.exec(
-        "UPDATE login_tx SET session_hash = ? WHERE tx_hash = ? AND expires_at > ? AND session_hash IS NULL",
-        sessionHash,
-        txHash,
-        now,
+        `INSERT INTO sessions (session_hash, sid, sub, email, auth_time, expires_at, tx_hash, pending_request, pending_until)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tx_hash) DO NOTHING`,
+        a.sessionHash,
+        a.session.sid,
+        a.session.sub,
+        a.session.email,
+        a.session.auth_time,
+        a.session.expires_at,
+        a.txHash,
+        JSON.stringify(a.request),
+        a.requestExpiresAt,
       );
       if (cur.rowsWritten === 0) return false;
-      this.sql.exec(
-        "INSERT INTO sessions (session_hash, sid, sub, email, auth_time, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-        sessionHash,
-        session.sid,
-        session.sub,
-        session.email,
-        session.auth_time,
-        session.expires_at,
-      );
-      if (signIn) this.recordAudit([signIn]);
+      if (a.signIn) this.recordAudit([a.signIn]);
       return true;
     });
-    if (done && signIn) await this.auditFlushSoon();
+    if (done) await (a.signIn ? this.auditFlushSoon() : this.expireAt(a.session.expires_at));
     return done;
   }
 
   /**
    * The authorization request of a finished transaction, for the session that finished it. Single
-   * use: the transaction is deleted, so `redirect_to` yields one code.
+   * use: the request is cleared, so `redirect_to` yields one code.
    */
   resumeLogin(txHash: string, sessionHash: string | null, now: number): ResumeResult {
-    const tx = this.sql
-      .exec<{ request: string; session_hash: string | null }>(
-        "SELECT request, session_hash FROM login_tx WHERE tx_hash = ? AND expires_at > ?",
+    const row = this.sql
+      .exec<Record<keyof SessionInfo, never> & { session_hash: string; pending_request: string | null }>(
+        `SELECT session_hash, sid, sub, email, auth_time, expires_at, pending_request FROM sessions
+         WHERE tx_hash = ? AND expires_at > ? AND pending_until > ?`,
         txHash,
+        now,
         now,
       )
       .toArray()[0];
-    if (!tx) return { ok: false, reason: "unknown_tx" };
-    if (!tx.session_hash) return { ok: false, reason: "not_logged_in" };
-    if (tx.session_hash !== sessionHash) return { ok: false, reason: "session_mismatch" };
-    const session = this.#readSession(sessionHash, now);
-    if (!session) return { ok: false, reason: "not_logged_in" };
-    this.sql.exec("DELETE FROM login_tx WHERE tx_hash = ?", txHash);
-    return { ok: true, request: JSON.parse(tx.request) as AuthRequest, session };
+    if (!row?.pending_request) return { ok: false, reason: "unknown_tx" };
+    if (row.session_hash !== sessionHash) return { ok: false, reason: "session_mismatch" };
+    this.sql.exec(
+      "UPDATE sessions SET pending_request = NULL, pending_until = NULL WHERE session_hash = ?",
+      row.session_hash,
+    );
+    const { session_hash: _, pending_request: request, ...session } = row;
+    return { ok: true, request: JSON.parse(request) as AuthRequest, session };
   }
 
   session(sessionHash: string, now: number): SessionInfo | null {
-    return this.#readSession(sessionHash, now);
-  }
-
-  #readSession(sessionHash: string, now: number): SessionInfo | null {
     return (
       this.sql
         .exec<Record<keyof SessionInfo, never>>(

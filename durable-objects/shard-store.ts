@@ -26,16 +26,40 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   /** Verb calls served since this instance started (in memory: a benchmark reads them while shards are warm). */
   private served = 0;
   private readonly startedAt = Date.now();
+  private readonly rows = new RowsWritten();
 
   constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
-    this.sql = ctx.storage.sql;
+    this.sql = this.rows.track(ctx.storage.sql);
     this.audit = new AuditOutbox(this.sql, "audit_outbox");
     for (const statement of [...this.schema(), this.audit.schema()]) this.sql.exec(statement);
+    for (const [table, alters] of Object.entries(this.upgrades())) {
+      const ddl =
+        this.sql
+          .exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table)
+          .toArray()[0]?.sql ?? "";
+      for (const alter of alters) {
+        const column = /ADD COLUMN (\w+)/.exec(alter)?.[1];
+        if (column && !new RegExp(`\\b${column}\\b`).test(ddl)) this.sql.exec(alter);
+      }
+    }
+    for (const statement of this.indexes()) this.sql.exec(statement);
   }
 
   /** `CREATE TABLE IF NOT EXISTS` statements; each expiring table has an indexed `expires_at`. */
   protected abstract schema(): string[];
+  /**
+   * Columns added since a table was first created, by table: `ALTER TABLE t ADD COLUMN c ...`
+   * statements, each run once, when the table's DDL lacks the column (one sqlite_master read per
+   * table at start-up; no data is read).
+   */
+  protected upgrades(): Record<string, string[]> {
+    return {};
+  }
+  /** Index statements that need the upgraded columns; run after `upgrades()`. */
+  protected indexes(): string[] {
+    return [];
+  }
   /** Tables swept by the alarm. */
   protected abstract expiringTables(): string[];
 
@@ -66,9 +90,13 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     return this.audit.count();
   }
 
-  /** Requests served by this shard since it started; read by `GET /admin/v1/stats`. */
-  stats(): { served: number; since: number } {
-    return { served: this.served, since: this.startedAt };
+  /**
+   * Requests served and rows written (as SQLite counts them for billing, alarms included) by this
+   * shard since it started; read by `GET /admin/v1/stats`. Both are in memory and reset when the
+   * object is evicted.
+   */
+  stats(): ShardStats {
+    return { served: this.served, rows_written: this.rows.total(), since: this.startedAt };
   }
 
   override async alarm(): Promise<void> {
@@ -106,12 +134,53 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
     if (
       name === "constructor" ||
       typeof verb !== "function" ||
-      ["schema", "expiringTables", "auditBacklog"].includes(name)
+      ["schema", "upgrades", "indexes", "expiringTables", "auditBacklog", "alarm"].includes(name)
     )
       continue;
     proto[name] = function (this: ShardStore, ...args: unknown[]) {
       (this as unknown as { served: number }).served++;
       return (verb as (...a: unknown[]) => unknown).apply(this, args);
     };
+  }
+}
+
+export interface ShardStats {
+  served: number;
+  rows_written: number;
+  since: number;
+}
+
+/**
+ * Counts the rows a Durable Object's SQL writes. Each cursor's `rowsWritten` is final once its
+ * statement has run to the end, which every verb does before it returns (verbs are synchronous
+ * between awaits), so cursors are summed lazily, a batch at a time.
+ */
+export class RowsWritten {
+  #sum = 0;
+  #open: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+
+  track(sql: SqlStorage): SqlStorage {
+    const exec = sql.exec.bind(sql);
+    return new Proxy(sql, {
+      get: (target, prop) => {
+        if (prop !== "exec") return Reflect.get(target, prop, target);
+        return (query: string, ...bindings: unknown[]) => {
+          const cursor = exec(query, ...bindings);
+          if (this.#open.length >= 64) this.#fold();
+          this.#open.push(cursor);
+          return cursor;
+        };
+      },
+    });
+  }
+
+  total(): number {
+    this.#fold();
+    return this.#sum;
+  }
+
+  #fold(): void {
+    for (const cursor of this.#open) this.#sum += cursor.rowsWritten;
+    this.#open = [];
   }
 }

@@ -85,8 +85,18 @@ export async function startStack({
     // The gateway is the front: workerd serves the issuer origin straight from its socket (no
     // Miniflare entry Worker in between, which cost about 0.2 ms of the single thread per request) and
     // the gateway hands each path to the Worker that owns it, as routes do in production.
+    // Workers Rate Limiting bindings (op-auth's per-IP quotas): Miniflare implements them itself.
+    const ratelimits = Object.fromEntries(
+      (config.ratelimits ?? []).map(
+        (/** @type {{ name: string, namespace_id: string, simple: { limit: number, period: 10 | 60 } }} */ r) => [
+          r.name,
+          { namespace_id: r.namespace_id, simple: r.simple },
+        ],
+      ),
+    );
     return {
       ...(path === GATEWAY_CONFIG ? { dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port }] } } : {}),
+      ...(Object.keys(ratelimits).length ? { ratelimits } : {}),
       config: {
         name,
         compatibilityDate: /** @type {string} */ (config.compatibility_date),

@@ -1,6 +1,5 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { MailOutbox } from "../../durable-objects/mail-outbox";
 import {
   admin,
   Browser,
@@ -31,37 +30,6 @@ async function answer(res: Response) {
   return { status: res.status, body: await res.text(), headers };
 }
 
-/**
- * The real MailOutbox namespace, except that capturing a message (the dev transport's "send") waits
- * for `open`. Everything else goes straight through.
- */
-function heldMailOutbox(real: DurableObjectNamespace<MailOutbox>) {
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  const held = { attempted: 0 };
-  const holdCapture = (stub: DurableObjectStub<MailOutbox>) =>
-    new Proxy(stub, {
-      get(target, prop) {
-        if (prop !== "capture") return Reflect.get(target, prop);
-        return async (...args: Parameters<MailOutbox["capture"]>) => {
-          held.attempted++;
-          await gate;
-          return target.capture(...args);
-        };
-      },
-    });
-  const namespace = new Proxy(real, {
-    get(target, prop) {
-      const value = Reflect.get(target, prop);
-      if (prop !== "get") return typeof value === "function" ? value.bind(target) : value;
-      return (id: DurableObjectId) => holdCapture(target.get(id));
-    },
-  });
-  return { namespace, open, held };
-}
-
 /** EmailCodeGenerate sent straight to op-auth, so the test sees the response before `waitUntil` work ends. */
 async function generateRaw(testEnv: TestEnv, browser: Browser, tx: string, email: string) {
   const { response, afterResponse } = generateWithContext(testEnv, browser, tx, email);
@@ -72,39 +40,30 @@ async function generateRaw(testEnv: TestEnv, browser: Browser, tx: string, email
   return { res, done: afterResponse };
 }
 
-describe("A5: known and unknown addresses get the same answer, and the mail goes out after it", () => {
+describe("A5: known and unknown addresses get the same answer", () => {
+  // That real mail goes out after the response, never delaying it, is proven with a slow provider in
+  // test/mail/retry.test.ts. Captured mail (this dev transport) is kept with the code, in the same call.
   for (const signup of ["open", "invite"] as const) {
-    it(`answers before the mail is written, the same for a known and an unknown address (SIGNUP=${signup})`, async () => {
-      const mail = heldMailOutbox(env.MAIL_OUTBOX);
-      const e = withVars({ SIGNUP: signup }, { ...env, MAIL_OUTBOX: mail.namespace } as TestEnv);
+    it(`answers the same for a known and an unknown address, and mails only whom it may (SIGNUP=${signup})`, async () => {
+      const e = withVars({ SIGNUP: signup });
       const client = await registerClient({}, e);
       const known = uniqueEmail("a5known");
       expect((await admin("/users", { method: "POST", json: { email: known } })).status).toBe(201);
       const unknown = uniqueEmail("a5unknown");
 
       const answers = [];
-      const finish = [];
       for (const email of [known, unknown]) {
         const browser = new Browser({ env: e });
         const tx = await browser.startLogin(client, (await pkce()).challenge);
         const { res, done } = await generateRaw(e, browser, tx, email);
-        // The response is here while every mail write is still held: it never waited for the mail.
         expect(res).toBeInstanceOf(Response);
         answers.push(await answer(res as Response));
-        finish.push(done);
+        await done();
       }
       expect(answers[0]?.status).toBe(200);
       expect(answers[1]).toEqual(answers[0]);
-      expect(await mailbox(known)).toHaveLength(0);
-      expect(await mailbox(unknown)).toHaveLength(0);
-
-      // Released, the mail is delivered after the response: to the known address; to the unknown
-      // one only when anyone may sign up.
-      mail.open();
-      for (const done of finish) await done();
-      expect(await mailbox(known)).toHaveLength(1);
-      expect(await mailbox(unknown)).toHaveLength(signup === "open" ? 1 : 0);
-      expect(mail.held.attempted).toBe(signup === "open" ? 2 : 1);
+      expect(await mailbox(known, e)).toHaveLength(1);
+      expect(await mailbox(unknown, e)).toHaveLength(signup === "open" ? 1 : 0);
     });
   }
 });

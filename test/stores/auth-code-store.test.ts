@@ -1,131 +1,89 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { CodeGrant, PresentedCode } from "../../durable-objects/auth-code-store";
+import type { RedeemCode } from "../../durable-objects/auth-code-store";
 import { sql } from "../support/harness";
 
 const T0 = 1_900_000_000_000;
-const EXP = T0 + 60_000;
 const KEEP = T0 + 600_000;
 
 let n = 0;
 const fresh = () => env.AUTH_CODES.get(env.AUTH_CODES.idFromName(`test-code-${++n}-${Math.random()}`));
-
-const grant = (over: Partial<CodeGrant> = {}): CodeGrant => ({
-  client_id: "client-a",
-  redirect_uri: "https://rp.example.com/cb",
-  code_challenge: "challenge-a",
-  scope: "openid email",
-  nonce: "n-1",
-  sub: "usr_1",
-  email: "a@example.com",
+const redemption = (over: Partial<RedeemCode> = {}): RedeemCode => ({
+  codeHash: `code-hash-${++n}`,
+  grantId: "gr-1",
   sid: "sid_0_0_x",
-  auth_time: Math.floor(T0 / 1000),
+  keepUntil: KEEP,
   ...over,
 });
-const right: PresentedCode = {
-  client_id: "client-a",
-  redirect_uri: "https://rp.example.com/cb",
-  code_challenge: "challenge-a",
-};
-
-async function issued() {
-  const s = fresh();
-  const hash = `code-hash-${++n}`;
-  await s.issueCode(hash, grant(), EXP, KEEP);
-  return { s, hash };
-}
 
 describe("AuthCodeStore", () => {
-  it("consumes a code once and returns its grant", async () => {
-    const { s, hash } = await issued();
-    const r = await s.consumeCode(hash, "gr-1", T0 + 1, right);
-    expect(r).toEqual({ status: "ok", grant: grant() });
-    const [row] = await sql<{ redeemed_grant_id: string }>(
-      s,
-      "SELECT redeemed_grant_id FROM codes WHERE code_hash = ?",
-      hash,
-    );
-    expect(row?.redeemed_grant_id).toBe("gr-1");
+  it("spends a code once and records what it issued", async () => {
+    const s = fresh();
+    const r = redemption();
+    expect(await s.redeemCode(r)).toEqual({ status: "ok" });
+    expect(await sql(s, "SELECT grant_id, sid, expires_at FROM spent_codes WHERE code_hash = ?", r.codeHash)).toEqual([
+      { grant_id: "gr-1", sid: "sid_0_0_x", expires_at: KEEP },
+    ]);
   });
 
   it("tells a second redemption the first one's grant id, so its tokens can be revoked (C1)", async () => {
-    const { s, hash } = await issued();
-    expect((await s.consumeCode(hash, "gr-first", T0 + 1, right)).status).toBe("ok");
-    expect(await s.consumeCode(hash, "gr-second", T0 + 2, right)).toEqual({
+    const s = fresh();
+    const first = redemption({ grantId: "gr-first" });
+    expect(await s.redeemCode(first)).toEqual({ status: "ok" });
+    expect(await s.redeemCode({ ...first, grantId: "gr-second" })).toEqual({
       status: "reused",
       grant_id: "gr-first",
       sid: "sid_0_0_x",
     });
-    // A replay after the code's lifetime, while the row is kept, still learns what to revoke.
-    expect(await s.consumeCode(hash, "gr-third", EXP + 10_000, right)).toMatchObject({
-      status: "reused",
-      grant_id: "gr-first",
-    });
+    // A refused presentation (null grant) of a redeemed code still learns what to revoke.
+    expect(await s.redeemCode({ ...first, grantId: null })).toMatchObject({ status: "reused", grant_id: "gr-first" });
   });
 
-  it("gives exactly one ok to concurrent redemptions (C2)", async () => {
-    const { s, hash } = await issued();
-    const results = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => s.consumeCode(hash, `gr-${i}`, T0 + 1, right)),
-    );
-    const ok = results.filter((r) => r.status === "ok");
-    expect(ok).toHaveLength(1);
-    const reused = results.filter((r) => r.status === "reused") as { grant_id: string }[];
-    expect(reused).toHaveLength(9);
-    // Every loser learns the one winner's grant id.
-    const [row] = await sql<{ redeemed_grant_id: string }>(
+  it("spends a code on a refused presentation: a later right one gets nothing and revokes nothing", async () => {
+    const s = fresh();
+    const r = redemption({ grantId: null });
+    expect(await s.redeemCode(r)).toEqual({ status: "ok" });
+    expect(await s.redeemCode({ ...r, grantId: "gr-late" })).toEqual({ status: "spent" });
+  });
+
+  it("redeems exactly once under concurrency (C1)", async () => {
+    const s = fresh();
+    const r = redemption();
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => s.redeemCode({ ...r, grantId: `gr-${i}` })));
+    expect(results.filter((x) => x.status === "ok")).toHaveLength(1);
+    expect(results.filter((x) => x.status === "reused")).toHaveLength(7);
+    const [row] = await sql<{ grant_id: string }>(
       s,
-      "SELECT redeemed_grant_id FROM codes WHERE code_hash = ?",
-      hash,
+      "SELECT grant_id FROM spent_codes WHERE code_hash = ?",
+      r.codeHash,
     );
-    for (const r of reused) expect(r.grant_id).toBe(row?.redeemed_grant_id);
+    for (const x of results) if (x.status === "reused") expect(x.grant_id).toBe(row?.grant_id);
   });
 
-  it("refuses another client without spending the code (C6)", async () => {
-    const { s, hash } = await issued();
-    expect(await s.consumeCode(hash, "gr-x", T0 + 1, { ...right, client_id: "client-b" })).toEqual({
-      status: "invalid",
-    });
-    // Nor does another client learn anything once the code is spent.
-    expect((await s.consumeCode(hash, "gr-a", T0 + 2, right)).status).toBe("ok");
-    expect(await s.consumeCode(hash, "gr-y", T0 + 3, { ...right, client_id: "client-b" })).toEqual({
-      status: "invalid",
-    });
+  it("writes the token_issued event only for a redemption that issues", async () => {
+    const s = fresh();
+    const event = {
+      id: "ev-1",
+      at: T0,
+      kind: "token_issued",
+      user_id: "usr_1",
+      email_key: null,
+      client_id: "c",
+      ip: null,
+      detail: null,
+    };
+    await s.redeemCode(redemption({ grantId: null, issued: event as never }));
+    expect(await s.auditBacklog()).toBe(0);
+    await s.redeemCode(redemption({ issued: event as never }));
+    expect(await s.auditBacklog()).toBe(1);
   });
 
-  it("spends the code on a wrong redirect_uri (C5)", async () => {
-    const { s, hash } = await issued();
-    expect(await s.consumeCode(hash, "gr-1", T0 + 1, { ...right, redirect_uri: "https://rp.example.com/cb/" })).toEqual(
-      { status: "invalid" },
-    );
-    expect(await s.consumeCode(hash, "gr-2", T0 + 2, right)).toMatchObject({ status: "reused", grant_id: "gr-1" });
-  });
-
-  it("spends the code on a wrong PKCE verifier (C4)", async () => {
-    const { s, hash } = await issued();
-    expect(await s.consumeCode(hash, "gr-1", T0 + 1, { ...right, code_challenge: "other" })).toEqual({
-      status: "invalid",
-    });
-    expect((await s.consumeCode(hash, "gr-2", T0 + 2, right)).status).toBe("reused");
-  });
-
-  it("refuses an expired code (C3) and an unknown one", async () => {
-    const { s, hash } = await issued();
-    expect(await s.consumeCode(hash, "gr-1", EXP, right)).toEqual({ status: "invalid" });
-    expect(await s.consumeCode(hash, "gr-1", EXP + 1, right)).toEqual({ status: "invalid" });
-    expect(await s.consumeCode("no-such-code", "gr-1", T0, right)).toEqual({ status: "invalid" });
-    const other = await issued();
-    expect((await other.s.consumeCode(other.hash, "gr-1", EXP - 1, right)).status).toBe("ok");
-    // Past `keepUntil` even a redeemed code is forgotten.
-    expect(await other.s.consumeCode(other.hash, "gr-2", KEEP, right)).toEqual({ status: "invalid" });
-  });
-
-  it("lets the alarm delete rows past keepUntil", async () => {
+  it("lets the alarm delete spent marks once their tokens cannot live any more", async () => {
     const s = fresh();
     const now = Date.now();
-    await s.issueCode("old", grant(), now - 120_000, now - 60_000);
-    await s.issueCode("live", grant(), now + 60_000, now + 600_000);
+    await s.redeemCode(redemption({ codeHash: "dead", keepUntil: now - 1 }));
+    await s.redeemCode(redemption({ codeHash: "live", keepUntil: now + 600_000 }));
     expect(await runDurableObjectAlarm(s)).toBe(true);
-    expect(await sql(s, "SELECT code_hash FROM codes")).toEqual([{ code_hash: "live" }]);
+    expect(await sql(s, "SELECT code_hash FROM spent_codes")).toEqual([{ code_hash: "live" }]);
   });
 });

@@ -19,19 +19,24 @@ const fresh = () => {
   return env.CHALLENGES.get(env.CHALLENGES.idFromName(name));
 };
 const key = (tag = "e") => `ek-${tag}-${++n}`;
+type Shard = ReturnType<typeof fresh>;
+const issue = (s: Shard, emailKey: string, txHash: string, codeMac: string, now: number, policy: OtpPolicy) =>
+  s.issueChallenge({ emailKey, txHash, codeMac, now, policy });
+const verify = (s: Shard, emailKey: string, txHash: string, codeMac: string, now: number, policy: OtpPolicy) =>
+  s.verifyChallenge({ emailKey, txHash, codeMac, now, policy });
 
 describe("ChallengeStore", () => {
   it("issues a code and verifies it once", async () => {
     const s = fresh();
     const ek = key();
-    expect(await s.issueChallenge(ek, "tx1", "mac-right", T0, P)).toEqual({
+    expect(await issue(s, ek, "tx1", "mac-right", T0, P)).toEqual({
       ok: true,
       expires_in: 300,
       resend_after: 60,
     });
-    expect(await s.verifyChallenge(ek, "tx1", "mac-right", T0 + 1000, P)).toEqual({ status: "ok" });
+    expect(await verify(s, ek, "tx1", "mac-right", T0 + 1000, P)).toEqual({ status: "ok", user: null });
     // Success consumes the challenge: the same code never works twice.
-    expect(await s.verifyChallenge(ek, "tx1", "mac-right", T0 + 2000, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx1", "mac-right", T0 + 2000, P)).toEqual({ status: "invalid" });
     expect(await sql(s, "SELECT * FROM challenges WHERE email_key = ?", ek)).toEqual([]);
   });
 
@@ -39,156 +44,154 @@ describe("ChallengeStore", () => {
     for (const wrong of [1, 2, 3, 4]) {
       const s = fresh();
       const ek = key();
-      await s.issueChallenge(ek, "tx", "mac-right", T0, P);
+      await issue(s, ek, "tx", "mac-right", T0, P);
       for (let i = 0; i < wrong; i++)
-        expect(await s.verifyChallenge(ek, "tx", `mac-wrong-${i}`, T0 + i, P)).toEqual({ status: "invalid" });
+        expect(await verify(s, ek, "tx", `mac-wrong-${i}`, T0 + i, P)).toEqual({ status: "invalid" });
       const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM challenges WHERE email_key = ?", ek);
       expect(row?.attempts).toBe(wrong);
-      expect(await s.verifyChallenge(ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "ok" });
+      expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "ok", user: null });
     }
   });
 
   it("kills the challenge after 5 wrong codes: the right code then fails (A1)", async () => {
     const s = fresh();
     const ek = key();
-    await s.issueChallenge(ek, "tx", "mac-right", T0, P);
-    for (let i = 0; i < 5; i++) expect((await s.verifyChallenge(ek, "tx", "nope", T0 + i, P)).status).toBe("invalid");
-    expect(await s.verifyChallenge(ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "invalid" });
+    await issue(s, ek, "tx", "mac-right", T0, P);
+    for (let i = 0; i < 5; i++) expect((await verify(s, ek, "tx", "nope", T0 + i, P)).status).toBe("invalid");
+    expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "invalid" });
   });
 
   it("honours otp_max_attempts from the policy", async () => {
     const s = fresh();
     const ek = key();
     const p2 = { ...P, otp_max_attempts: 2 };
-    await s.issueChallenge(ek, "tx", "mac-right", T0, p2);
-    await s.verifyChallenge(ek, "tx", "nope", T0, p2);
-    await s.verifyChallenge(ek, "tx", "nope", T0, p2);
-    expect(await s.verifyChallenge(ek, "tx", "mac-right", T0, p2)).toEqual({ status: "invalid" });
+    await issue(s, ek, "tx", "mac-right", T0, p2);
+    await verify(s, ek, "tx", "nope", T0, p2);
+    await verify(s, ek, "tx", "nope", T0, p2);
+    expect(await verify(s, ek, "tx", "mac-right", T0, p2)).toEqual({ status: "invalid" });
   });
 
   it("does not accept the right code from another login transaction (A8)", async () => {
     const s = fresh();
     const ek = key();
-    await s.issueChallenge(ek, "tx-a", "mac-right", T0, P);
-    expect(await s.verifyChallenge(ek, "tx-b", "mac-right", T0 + 1, P)).toEqual({ status: "invalid" });
+    await issue(s, ek, "tx-a", "mac-right", T0, P);
+    expect(await verify(s, ek, "tx-b", "mac-right", T0 + 1, P)).toEqual({ status: "invalid" });
     // The foreign attempt does not count against the owner's challenge.
     const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM challenges WHERE email_key = ?", ek);
     expect(row?.attempts).toBe(0);
-    expect(await s.verifyChallenge(ek, "tx-a", "mac-right", T0 + 2, P)).toEqual({ status: "ok" });
+    expect(await verify(s, ek, "tx-a", "mac-right", T0 + 2, P)).toEqual({ status: "ok", user: null });
   });
 
   it("locks an email after 10 failures across challenges; a new code does not reset it; the hour does (A2)", async () => {
     const s = fresh();
     const ek = key();
-    await s.issueChallenge(ek, "tx1", "mac-1", T0, P);
-    for (let i = 0; i < 5; i++) await s.verifyChallenge(ek, "tx1", "bad", T0 + 1000 + i, P);
+    await issue(s, ek, "tx1", "mac-1", T0, P);
+    for (let i = 0; i < 5; i++) await verify(s, ek, "tx1", "bad", T0 + 1000 + i, P);
     const t1 = T0 + 61_000;
-    expect((await s.issueChallenge(ek, "tx2", "mac-2", t1, P)).ok).toBe(true);
-    for (let i = 0; i < 4; i++) expect((await s.verifyChallenge(ek, "tx2", "bad", t1 + i, P)).status).toBe("invalid");
+    expect((await issue(s, ek, "tx2", "mac-2", t1, P)).ok).toBe(true);
+    for (let i = 0; i < 4; i++) expect((await verify(s, ek, "tx2", "bad", t1 + i, P)).status).toBe("invalid");
     // The 10th failure is still an ordinary wrong code ...
-    expect(await s.verifyChallenge(ek, "tx2", "bad", t1 + 10, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx2", "bad", t1 + 10, P)).toEqual({ status: "invalid" });
     // ... and from then on the email is locked until the hour that began at T0 is over, right code or not.
     const t2 = t1 + 20_000;
-    const locked = await s.verifyChallenge(ek, "tx2", "mac-2", t2, P);
+    const locked = await verify(s, ek, "tx2", "mac-2", t2, P);
     expect(locked).toEqual({ status: "locked", retry_after: Math.ceil((T0 + HOUR - t2) / 1000) });
     const [limits] = await sql<{ failures: number }>(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek);
     expect(limits?.failures).toBe(10);
 
     // Asking for a new code is refused, and stores nothing.
     const t3 = t2 + 120_000;
-    const refused = await s.issueChallenge(ek, "tx3", "mac-3", t3, P);
+    const refused = await issue(s, ek, "tx3", "mac-3", t3, P);
     expect(refused).toEqual({ ok: false, error: "too_many_requests", retry_after: Math.ceil((T0 + HOUR - t3) / 1000) });
     const [ch] = await sql<{ tx_hash: string }>(s, "SELECT tx_hash FROM challenges WHERE email_key = ?", ek);
     expect(ch?.tx_hash).toBe("tx2");
-    expect((await s.verifyChallenge(ek, "tx3", "mac-3", t3 + 1, P)).status).toBe("locked");
+    expect((await verify(s, ek, "tx3", "mac-3", t3 + 1, P)).status).toBe("locked");
 
     // After the hour: a new code and a success.
     const t4 = T0 + HOUR + 1;
-    expect((await s.issueChallenge(ek, "tx4", "mac-4", t4, P)).ok).toBe(true);
-    expect(await s.verifyChallenge(ek, "tx4", "mac-4", t4 + 1, P)).toEqual({ status: "ok" });
+    expect((await issue(s, ek, "tx4", "mac-4", t4, P)).ok).toBe(true);
+    expect(await verify(s, ek, "tx4", "mac-4", t4 + 1, P)).toEqual({ status: "ok", user: null });
   });
 
   it("resets the failure count on success", async () => {
     const s = fresh();
     const ek = key();
-    await s.issueChallenge(ek, "tx1", "mac-1", T0, P);
-    for (let i = 0; i < 4; i++) await s.verifyChallenge(ek, "tx1", "bad", T0 + i, P);
-    await s.issueChallenge(ek, "tx2", "mac-2", T0 + 60_000, P);
-    for (let i = 0; i < 4; i++) await s.verifyChallenge(ek, "tx2", "bad", T0 + 60_000 + i, P);
+    await issue(s, ek, "tx1", "mac-1", T0, P);
+    for (let i = 0; i < 4; i++) await verify(s, ek, "tx1", "bad", T0 + i, P);
+    await issue(s, ek, "tx2", "mac-2", T0 + 60_000, P);
+    for (let i = 0; i < 4; i++) await verify(s, ek, "tx2", "bad", T0 + 60_000 + i, P);
     expect(
       (await sql<{ failures: number }>(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek))[0],
     ).toEqual({ failures: 8 });
-    expect(await s.verifyChallenge(ek, "tx2", "mac-2", T0 + 61_000, P)).toEqual({ status: "ok" });
+    expect(await verify(s, ek, "tx2", "mac-2", T0 + 61_000, P)).toEqual({ status: "ok", user: null });
     expect(
       (await sql<{ failures: number }>(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek))[0],
     ).toEqual({ failures: 0 });
     // Without the reset, 2 more failures would lock; with it, 9 more are still plain failures.
-    await s.issueChallenge(ek, "tx3", "mac-3", T0 + 121_000, P);
-    for (let i = 0; i < 5; i++) await s.verifyChallenge(ek, "tx3", "bad", T0 + 121_000 + i, P);
-    await s.issueChallenge(ek, "tx4", "mac-4", T0 + 181_000, P);
-    for (let i = 0; i < 4; i++)
-      expect((await s.verifyChallenge(ek, "tx4", "bad", T0 + 181_000 + i, P)).status).toBe("invalid");
+    await issue(s, ek, "tx3", "mac-3", T0 + 121_000, P);
+    for (let i = 0; i < 5; i++) await verify(s, ek, "tx3", "bad", T0 + 121_000 + i, P);
+    await issue(s, ek, "tx4", "mac-4", T0 + 181_000, P);
+    for (let i = 0; i < 4; i++) expect((await verify(s, ek, "tx4", "bad", T0 + 181_000 + i, P)).status).toBe("invalid");
   });
 
   it("refuses a second code within the resend interval with slow_down (A3)", async () => {
     const s = fresh();
     const ek = key();
-    await s.issueChallenge(ek, "tx1", "mac-1", T0, P);
-    expect(await s.issueChallenge(ek, "tx2", "mac-2", T0 + 1_000, P)).toEqual({
+    await issue(s, ek, "tx1", "mac-1", T0, P);
+    expect(await issue(s, ek, "tx2", "mac-2", T0 + 1_000, P)).toEqual({
       ok: false,
       error: "slow_down",
       retry_after: 59,
     });
-    expect(await s.issueChallenge(ek, "tx2", "mac-2", T0 + 59_500, P)).toEqual({
+    expect(await issue(s, ek, "tx2", "mac-2", T0 + 59_500, P)).toEqual({
       ok: false,
       error: "slow_down",
       retry_after: 1,
     });
     // Refused: the first code is still the live one.
-    expect(await s.verifyChallenge(ek, "tx2", "mac-2", T0 + 59_600, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx2", "mac-2", T0 + 59_600, P)).toEqual({ status: "invalid" });
     const other = key();
-    await s.issueChallenge(other, "txo", "mac-o", T0, P);
-    expect((await s.issueChallenge(other, "txo2", "mac-o2", T0 + 60_000, P)).ok).toBe(true);
+    await issue(s, other, "txo", "mac-o", T0, P);
+    expect((await issue(s, other, "txo2", "mac-o2", T0 + 60_000, P)).ok).toBe(true);
   });
 
   it("allows at most 10 codes per email per hour (A4)", async () => {
     const s = fresh();
     const ek = key();
-    for (let i = 0; i < 10; i++)
-      expect((await s.issueChallenge(ek, `tx${i}`, `mac${i}`, T0 + i * 60_000, P)).ok).toBe(true);
+    for (let i = 0; i < 10; i++) expect((await issue(s, ek, `tx${i}`, `mac${i}`, T0 + i * 60_000, P)).ok).toBe(true);
     const t = T0 + 10 * 60_000;
-    expect(await s.issueChallenge(ek, "tx10", "mac10", t, P)).toEqual({
+    expect(await issue(s, ek, "tx10", "mac10", t, P)).toEqual({
       ok: false,
       error: "too_many_requests",
       retry_after: Math.ceil((T0 + HOUR - t) / 1000),
     });
-    expect((await s.issueChallenge(ek, "tx11", "mac11", T0 + HOUR, P)).ok).toBe(true);
+    expect((await issue(s, ek, "tx11", "mac11", T0 + HOUR, P)).ok).toBe(true);
   });
 
   it("voids the older code when a new one is sent (A13)", async () => {
     const s = fresh();
     const ek = key();
-    await s.issueChallenge(ek, "tx", "mac-old", T0, P);
-    await s.issueChallenge(ek, "tx", "mac-new", T0 + 60_000, P);
-    expect(await s.verifyChallenge(ek, "tx", "mac-old", T0 + 61_000, P)).toEqual({ status: "invalid" });
-    expect(await s.verifyChallenge(ek, "tx", "mac-new", T0 + 62_000, P)).toEqual({ status: "ok" });
+    await issue(s, ek, "tx", "mac-old", T0, P);
+    await issue(s, ek, "tx", "mac-new", T0 + 60_000, P);
+    expect(await verify(s, ek, "tx", "mac-old", T0 + 61_000, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx", "mac-new", T0 + 62_000, P)).toEqual({ status: "ok", user: null });
   });
 
   it("expires a code after otp_ttl_seconds (A6)", async () => {
     const s = fresh();
     const a = key();
     const b = key();
-    await s.issueChallenge(a, "tx", "mac", T0, P);
-    await s.issueChallenge(b, "tx", "mac", T0, P);
-    expect(await s.verifyChallenge(a, "tx", "mac", T0 + 299_999, P)).toEqual({ status: "ok" });
-    expect(await s.verifyChallenge(b, "tx", "mac", T0 + 300_000, P)).toEqual({ status: "invalid" });
+    await issue(s, a, "tx", "mac", T0, P);
+    await issue(s, b, "tx", "mac", T0, P);
+    expect(await verify(s, a, "tx", "mac", T0 + 299_999, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, b, "tx", "mac", T0 + 300_000, P)).toEqual({ status: "invalid" });
   });
 
   it("gives exactly one success to concurrent verifies of the right code (A7)", async () => {
     const s = fresh();
     const ek = key();
-    await s.issueChallenge(ek, "tx", "mac", T0, P);
-    const results = await Promise.all(Array.from({ length: 8 }, () => s.verifyChallenge(ek, "tx", "mac", T0 + 1, P)));
+    await issue(s, ek, "tx", "mac", T0, P);
+    const results = await Promise.all(Array.from({ length: 8 }, () => verify(s, ek, "tx", "mac", T0 + 1, P)));
     expect(results.filter((r) => r.status === "ok")).toHaveLength(1);
   });
 
@@ -198,9 +201,9 @@ describe("ChallengeStore", () => {
     const expired = key("expired");
     const stale = key("stale");
     const live = key("live");
-    await s.issueChallenge(stale, "tx", "mac", now - 2 * HOUR, P); // code and limits both long gone
-    await s.issueChallenge(expired, "tx", "mac", now - 600_000, P); // code gone, limits still in their hour
-    await s.issueChallenge(live, "tx", "mac", now, P);
+    await issue(s, stale, "tx", "mac", now - 2 * HOUR, P); // code and limits both long gone
+    await issue(s, expired, "tx", "mac", now - 600_000, P); // code gone, limits still in their hour
+    await issue(s, live, "tx", "mac", now, P);
     expect(await runDurableObjectAlarm(s)).toBe(true);
     const challenges = await sql<{ email_key: string }>(s, "SELECT email_key FROM challenges ORDER BY email_key");
     expect(challenges.map((r) => r.email_key)).toEqual([live]);

@@ -1,4 +1,4 @@
-import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { AuthRequest, SessionInfo } from "../../durable-objects/session-store";
 import { sql } from "../support/harness";
@@ -25,97 +25,101 @@ const session = (over: Partial<SessionInfo> = {}): SessionInfo => ({
   ...over,
 });
 
-async function begun() {
-  const s = fresh();
-  const tx = `txh-${++n}`;
-  await s.beginLogin(tx, REQ, TX_EXP);
-  return { s, tx };
-}
+/** A verified login: the session a transaction makes (startSession's named arguments). */
+const start = (s: ReturnType<typeof fresh>, txHash: string, sessionHash: string, info: SessionInfo, now = T0) =>
+  s.startSession({ txHash, sessionHash, session: info, request: REQ, requestExpiresAt: TX_EXP, now });
 
 describe("SessionStore", () => {
-  it("binds an email to a live transaction and reports it pending", async () => {
-    const { s, tx } = await begun();
-    expect(await s.pendingLogin(tx, T0)).toBeNull(); // no email yet
-    expect(await s.bindEmail(tx, "email-key", "challenge:0:1", T0)).toBe(true);
-    expect(await s.pendingLogin(tx, T0)).toEqual({ email: "email-key", challenge_route: "challenge:0:1" });
-    // Rebinding (a resend to another address) replaces it.
-    expect(await s.bindEmail(tx, "email-key-2", "challenge:0:2", T0 + 1)).toBe(true);
-    expect(await s.pendingLogin(tx, T0 + 1)).toEqual({ email: "email-key-2", challenge_route: "challenge:0:2" });
-    expect(await s.bindEmail("unknown", "k", "challenge:0:0", T0)).toBe(false);
-  });
-
-  it("expires a transaction", async () => {
-    const { s, tx } = await begun();
-    expect(await s.bindEmail(tx, "k", "challenge:0:0", TX_EXP)).toBe(false);
-    expect(await s.completeLogin(tx, "sh", session(), TX_EXP)).toBe(false);
-    expect(await s.resumeLogin(tx, "sh", TX_EXP)).toEqual({ ok: false, reason: "unknown_tx" });
-  });
-
-  it("completes a login once, atomically, even under concurrency (A7)", async () => {
-    const { s, tx } = await begun();
-    await s.bindEmail(tx, "k", "challenge:0:0", T0);
+  it("makes one session per login transaction, atomically, even under concurrency (A7)", async () => {
+    const s = fresh();
     const results = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => s.completeLogin(tx, `sh-${i}`, session({ sid: `sid-c-${i}` }), T0 + 1)),
+      Array.from({ length: 8 }, (_, i) => start(s, "tx-c", `sh-${i}`, session({ sid: `sid-c-${i}` }), T0 + 1)),
     );
     expect(results.filter(Boolean)).toHaveLength(1);
     const sessions = await sql(s, "SELECT session_hash FROM sessions WHERE sid LIKE 'sid-c-%'");
     expect(sessions).toHaveLength(1);
-    // Finished: no more binding, no longer pending.
-    expect(await s.bindEmail(tx, "k", "challenge:0:0", T0 + 2)).toBe(false);
-    expect(await s.pendingLogin(tx, T0 + 2)).toBeNull();
+    // Finished: the transaction makes no second session, even after the first has been resumed.
+    const [made] = sessions as { session_hash: string }[];
+    expect((await s.resumeLogin("tx-c", made?.session_hash ?? null, T0 + 2)).ok).toBe(true);
+    expect(await start(s, "tx-c", "sh-again", session(), T0 + 3)).toBe(false);
   });
 
   it("resumes a finished login once, for the session that finished it", async () => {
-    const { s, tx } = await begun();
+    const s = fresh();
     const info = session();
-    expect(await s.resumeLogin(tx, "sh", T0)).toEqual({ ok: false, reason: "not_logged_in" });
-    expect(await s.completeLogin(tx, "sh", info, T0)).toBe(true);
-    expect(await s.resumeLogin(tx, "other", T0)).toEqual({ ok: false, reason: "session_mismatch" });
-    expect(await s.resumeLogin(tx, null, T0)).toEqual({ ok: false, reason: "session_mismatch" });
-    expect(await s.resumeLogin(tx, "sh", T0 + 1)).toEqual({ ok: true, request: REQ, session: info });
-    // Single use: the transaction is gone, the session stays.
-    expect(await s.resumeLogin(tx, "sh", T0 + 2)).toEqual({ ok: false, reason: "unknown_tx" });
-    expect(await sql(s, "SELECT * FROM login_tx WHERE tx_hash = ?", tx)).toEqual([]);
+    expect(await s.resumeLogin("tx", "sh", T0)).toEqual({ ok: false, reason: "unknown_tx" });
+    expect(await start(s, "tx", "sh", info)).toBe(true);
+    expect(await s.resumeLogin("tx", "other", T0)).toEqual({ ok: false, reason: "session_mismatch" });
+    expect(await s.resumeLogin("tx", null, T0)).toEqual({ ok: false, reason: "session_mismatch" });
+    expect(await s.resumeLogin("tx", "sh", T0 + 1)).toEqual({ ok: true, request: REQ, session: info });
+    // Single use: the request is gone, the session stays.
+    expect(await s.resumeLogin("tx", "sh", T0 + 2)).toEqual({ ok: false, reason: "unknown_tx" });
+    expect(await sql(s, "SELECT pending_request FROM sessions WHERE session_hash = 'sh'")).toEqual([
+      { pending_request: null },
+    ]);
     expect(await s.session("sh", T0 + 3)).toEqual(info);
   });
 
-  it("does not resume for a session that has ended", async () => {
-    const { s, tx } = await begun();
-    await s.completeLogin(tx, "sh", session(), T0);
-    await s.endSession("sh");
-    expect(await s.resumeLogin(tx, "sh", T0)).toEqual({ ok: false, reason: "not_logged_in" });
+  it("does not resume after the transaction's expiry, or for a session that has ended", async () => {
+    const s = fresh();
+    await start(s, "tx-late", "sh-late", session());
+    expect(await s.resumeLogin("tx-late", "sh-late", TX_EXP)).toEqual({ ok: false, reason: "unknown_tx" });
+    await start(s, "tx-ended", "sh-ended", session());
+    await s.endSession("sh-ended");
+    expect(await s.resumeLogin("tx-ended", "sh-ended", T0)).toEqual({ ok: false, reason: "unknown_tx" });
   });
 
   it("serves a session until its absolute expiry", async () => {
-    const { s, tx } = await begun();
+    const s = fresh();
     const info = session({ expires_at: T0 + 1000 });
-    await s.completeLogin(tx, "sh", info, T0);
+    await start(s, "tx", "sh", info);
     expect(await s.session("sh", T0 + 999)).toEqual(info);
     expect(await s.session("sh", T0 + 1000)).toBeNull();
     expect(await s.session("nope", T0)).toBeNull();
   });
 
   it("ends a session and returns its sid once", async () => {
-    const { s, tx } = await begun();
+    const s = fresh();
     const info = session();
-    await s.completeLogin(tx, "sh", info, T0);
+    await start(s, "tx", "sh", info);
     expect(await s.endSession("sh")).toBe(info.sid);
     expect(await s.endSession("sh")).toBeNull();
     expect(await s.session("sh", T0)).toBeNull();
   });
 
-  it("lets the alarm delete expired transactions and sessions", async () => {
+  it("lets the alarm delete expired sessions", async () => {
     const s = fresh();
     const now = Date.now();
-    await s.beginLogin("tx-dead", REQ, now - 1000);
-    await s.beginLogin("tx-live", REQ, now + 900_000);
-    await s.completeLogin("tx-live", "sh-live", session({ expires_at: now + 86_400_000 }), now);
-    await s.beginLogin("tx-2", REQ, now + 900_000);
-    await s.completeLogin("tx-2", "sh-dead", session({ expires_at: now - 1 }), now);
+    await start(s, "tx-live", "sh-live", session({ expires_at: now + 86_400_000 }), now);
+    await start(s, "tx-2", "sh-dead", session({ expires_at: now - 1 }), now);
     expect(await runDurableObjectAlarm(s)).toBe(true);
-    expect(
-      (await sql<{ tx_hash: string }>(s, "SELECT tx_hash FROM login_tx ORDER BY tx_hash")).map((r) => r.tx_hash),
-    ).toEqual(["tx-2", "tx-live"]);
     expect(await sql(s, "SELECT session_hash FROM sessions")).toEqual([{ session_hash: "sh-live" }]);
+  });
+
+  it("upgrades a sessions table from before sealed transactions, keeping its sessions", async () => {
+    const name = `test-session-upgrade-${Math.random()}`;
+    const old = env.SESSIONS.get(env.SESSIONS.idFromName(name));
+    // The table as the previous version created it, with a live session, then a restart of the object.
+    await runInDurableObject(old, (_i, state) => {
+      state.storage.sql.exec("DROP INDEX IF EXISTS sessions_tx");
+      state.storage.sql.exec("DROP TABLE sessions");
+      state.storage.sql.exec(`CREATE TABLE sessions (session_hash TEXT PRIMARY KEY, sid TEXT NOT NULL, sub TEXT NOT NULL,
+        email TEXT NOT NULL, auth_time INTEGER NOT NULL, expires_at INTEGER NOT NULL)`);
+      state.storage.sql.exec(
+        "INSERT INTO sessions VALUES ('sh-old', 'sid-old', 'usr_1', 'a@example.com', 1, ?)",
+        T0 + 1000,
+      );
+    });
+    const upgraded = env.SESSIONS.get(env.SESSIONS.idFromName(name));
+    await runInDurableObject(upgraded, (instance) => {
+      // A new instance over the same storage runs the constructor's upgrades.
+      new (instance.constructor as new (ctx: DurableObjectState, env: unknown) => unknown)(
+        (instance as unknown as { ctx: DurableObjectState }).ctx,
+        env,
+      );
+    });
+    expect((await upgraded.session("sh-old", T0))?.sid).toBe("sid-old");
+    expect(await start(upgraded, "tx-new", "sh-new", session())).toBe(true);
+    expect(await start(upgraded, "tx-new", "sh-new-2", session())).toBe(false);
   });
 });

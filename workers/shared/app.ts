@@ -3,6 +3,7 @@ import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
 import { percentDecodesCleanly } from "./http";
+import { countingEnv, mountIsolateRoutes } from "./isolate";
 
 export type AppEnv = {
   Bindings: Env;
@@ -42,6 +43,7 @@ export function createApp(): Hono<AppEnv> {
       throw err;
     }
     c.set("config", config);
+    c.env = countingEnv(c.env);
     inflight++;
     try {
       await next();
@@ -56,6 +58,7 @@ export function createApp(): Hono<AppEnv> {
       throw new OAuthError("invalid_request", "the URL is not valid UTF-8 or contains a NUL byte");
     await next();
   });
+  mountIsolateRoutes(app);
   app.onError((err) => errorResponse(err));
   app.notFound(() => errorResponse(new OAuthError("not_found", "no such endpoint")));
   return app;

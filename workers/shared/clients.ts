@@ -46,9 +46,9 @@ export function clientFromRow(row: ClientRow): Client {
 }
 
 /**
- * Clients are read from D1, and kept per isolate for `client_cache_seconds` when that is set (0 by
- * default: an admin change then holds at once). op-mgmt forgets its own copy on a change; other
- * isolates' copies last until they expire.
+ * Clients are read from D1, and kept per isolate for `client_cache_seconds` (30 s by default; 0 turns
+ * the cache off). op-mgmt forgets a changed client in its own isolate and in the op-auth and op-token
+ * isolates its service bindings reach; other isolates' copies last until they expire.
  */
 const cache = new Map<string, { client: Client | null; until: number }>();
 
@@ -130,13 +130,21 @@ export async function authenticateClient(
     method = "none";
   }
   if (!clientId) throw invalidClient("client_id is required");
-  const client = await findClient(env, config, clientId);
+  let client = await findClient(env, config, clientId);
   if (!client) throw invalidClient();
-  if ((client.token_endpoint_auth_method === "none") !== (method === "none")) throw invalidClient();
   if (method !== "none") {
     const presented = await hashClientSecret(secret ?? "");
-    if (!client.secret_hash || !timingSafeEqualString(presented, client.secret_hash)) throw invalidClient();
+    const proves = (c: Client) => c.secret_hash !== null && timingSafeEqualString(presented, c.secret_hash);
+    // A cached registration may predate a new secret: a secret that does not match is checked
+    // against D1 once more, so a rotated secret works at once in every isolate.
+    if (!proves(client) && config.POLICY.client_cache_seconds > 0) {
+      forgetClient(clientId);
+      client = await findClient(env, config, clientId);
+      if (!client) throw invalidClient();
+    }
+    if (!proves(client)) throw invalidClient();
   }
+  if ((client.token_endpoint_auth_method === "none") !== (method === "none")) throw invalidClient();
   return client;
 }
 

@@ -38,14 +38,13 @@ const policySchema = z
     resend_interval_seconds: z.number().int().min(10).max(600).default(60),
     sends_per_email_per_hour: z.number().int().min(1).max(100).default(10),
     /**
-     * Per-IP quotas; raised, never disabled, for load tests. The per-email limits above guard each
-     * address; these cap what one address (an office behind NAT, a test suite on one machine) can
-     * spread over many, so they sit well above one person's logins.
+     * Per-IP quotas a minute, per Cloudflare location (the Workers Rate Limiting binding); raised,
+     * never disabled, for load tests. The per-email limits above guard each address; these cap what
+     * one address (an office behind NAT, a test suite on one machine) can spread over many, so they
+     * sit well above one person's logins.
      */
     ip_generate_per_minute: z.number().int().min(1).max(1_000_000).default(100),
     ip_verify_per_minute: z.number().int().min(1).max(1_000_000).default(200),
-    ip_generate_per_hour: z.number().int().min(1).max(100_000_000).default(2000),
-    ip_verify_per_hour: z.number().int().min(1).max(100_000_000).default(4000),
     /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
     max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
     login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
@@ -66,12 +65,14 @@ const policySchema = z
       .default(30 * 86400),
     refresh_grace_seconds: z.number().int().min(0).max(60).default(5),
     /**
-     * How long an isolate may keep a client registration (and a CORS origin check) it read from D1.
-     * 0, the default, reads it every time, so an admin change (a deleted client, a new secret, new
-     * redirect URIs) holds at once everywhere; more saves a D1 read per authorize and token request,
-     * and an admin change then takes up to that long to reach every isolate.
+     * How long an isolate may keep a client registration (and a CORS origin check) it read from D1,
+     * which saves a D1 read per authorize and token request. An admin change (a deleted client, a new
+     * secret, new redirect URIs) holds at once in the isolate that made it and in those op-mgmt
+     * reaches by its service bindings, and within this bound everywhere (docs/security.md). A new
+     * secret is also accepted at once everywhere (a cached client whose secret does not match is read
+     * again). 0 reads D1 every time.
      */
-    client_cache_seconds: z.number().int().min(0).max(300).default(0),
+    client_cache_seconds: z.number().int().min(0).max(300).default(30),
     /** A new signing key is in JWKS this long before it signs (longer than any JWKS cache). */
     key_publish_lead_seconds: z
       .number()

@@ -61,24 +61,47 @@ export function timingSafeEqualString(a: string, b: string): boolean {
   return crypto.subtle.timingSafeEqual(ab, bb);
 }
 
-async function aesKey(material: string): Promise<CryptoKey> {
-  const raw = await crypto.subtle.digest("SHA-256", encoder.encode(`keyway-seal:${material}`));
-  return crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]);
+const aesKeys = new Map<string, Promise<CryptoKey>>();
+
+/** The AES-GCM key of `material`, derived and imported once per isolate (sealing is on every login step). */
+function aesKey(material: string): Promise<CryptoKey> {
+  let key = aesKeys.get(material);
+  if (!key) {
+    key = crypto.subtle
+      .digest("SHA-256", encoder.encode(`keyway-seal:${material}`))
+      .then((raw) => crypto.subtle.importKey("raw", raw, "AES-GCM", false, ["encrypt", "decrypt"]));
+    // Materials are server secrets (a few per isolate) or one-off refresh tokens: bound the map.
+    if (aesKeys.size > 1_000) aesKeys.clear();
+    aesKeys.set(material, key);
+  }
+  return key;
 }
 
-/** Seals `plaintext` under a key derived from `material` (a high-entropy token). */
-export async function seal(material: string, plaintext: string): Promise<string> {
+/**
+ * Seals `plaintext` under a key derived from `material` (a high-entropy secret or token). `boundTo`,
+ * when given, is authenticated but not encrypted (AES-GCM additional data): the sealed value opens only
+ * next to the same string, e.g. the id it travels with.
+ */
+export async function seal(material: string, plaintext: string, boundTo?: string): Promise<string> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
-  const ct = await crypto.subtle.encrypt({ name: "AES-GCM", iv }, await aesKey(material), encoder.encode(plaintext));
+  const ct = await crypto.subtle.encrypt(
+    { name: "AES-GCM", iv, ...(boundTo !== undefined ? { additionalData: encoder.encode(boundTo) } : {}) },
+    await aesKey(material),
+    encoder.encode(plaintext),
+  );
   return `${base64url(iv)}.${base64url(ct)}`;
 }
 
-export async function unseal(material: string, sealed: string): Promise<string | null> {
-  const [iv, ct] = sealed.split(".");
-  if (!iv || !ct) return null;
+export async function unseal(material: string, sealed: string, boundTo?: string): Promise<string | null> {
+  const [iv, ct, extra] = sealed.split(".");
+  if (!iv || !ct || extra !== undefined) return null;
   try {
     const pt = await crypto.subtle.decrypt(
-      { name: "AES-GCM", iv: base64urlDecode(iv) },
+      {
+        name: "AES-GCM",
+        iv: base64urlDecode(iv),
+        ...(boundTo !== undefined ? { additionalData: encoder.encode(boundTo) } : {}),
+      },
       await aesKey(material),
       base64urlDecode(ct),
     );

@@ -58,8 +58,16 @@ export function currentGeneration(shards: ShardConfig, store: ShardedStore): num
 
 /** The shard a key belongs to in the current generation (used for keys, like an email, that are not issued ids). */
 export function routeKey(shards: ShardConfig, store: ShardedStore, key: string): ShardRef {
-  const gen = currentGeneration(shards, store);
-  const count = shards[store][gen] as number;
+  return routeKeyIn(shards, store, key, currentGeneration(shards, store)) as ShardRef;
+}
+
+/**
+ * The shard of a key in generation `gen`, for a login that pinned the generation it began in (its
+ * later steps find the same shard after a count changed). Null for a generation the config lacks.
+ */
+export function routeKeyIn(shards: ShardConfig, store: ShardedStore, key: string, gen: number): ShardRef | null {
+  const count = shards[store][gen];
+  if (count === undefined) return null;
   return { store, gen, shard: fnv1a(key) % count };
 }
 

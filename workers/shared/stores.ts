@@ -20,11 +20,3 @@ export function shard<S extends StoreName>(env: Env, store: S, ref: ShardRef): S
   const ns = env[BINDING[store] as Binding] as unknown as DurableObjectNamespace;
   return ns.get(ns.idFromName(objectName(ref))) as unknown as StubOf<S>;
 }
-
-/** A shard route as text, for storing (e.g. a transaction remembers where its challenge lives). */
-export const routeToString = (ref: ShardRef) => `${ref.store}:${ref.gen}:${ref.shard}`;
-export function routeFromString(value: string): ShardRef | null {
-  const [store, gen, shardNo] = value.split(":");
-  if (!store || gen === undefined || shardNo === undefined) return null;
-  return { store: store as ShardRef["store"], gen: Number(gen), shard: Number(shardNo) };
-}

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { AuthRequest, SessionInfo } from "../../../durable-objects/session-store";
 import { type AppEnv, admitNewWork } from "../../shared/app";
+import { type CodeGrant, issueCode } from "../../shared/auth-code";
 import { findClient } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
@@ -18,7 +19,7 @@ import {
   readBodyText,
   setCookie,
 } from "../../shared/http";
-import { issueId, parseId } from "../../shared/sharding";
+import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { isRevoked } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
@@ -30,6 +31,7 @@ import {
   validateAuthorizeRequest,
 } from "./authorize-request";
 import { emailStep, errorPage } from "./login-page";
+import { beginLoginTx } from "./login-tx";
 import { type BrowserSession, currentSession, SESSION_COOKIE, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
@@ -54,7 +56,7 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
     const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
     const request = validateAuthorizeRequest(params, client);
     const session = await liveSession(c.env, config, c.req.raw, request);
-    if (session) return redirectWithCode(c.env, config, request, session);
+    if (session) return redirectWithCode(config, request, session);
     if (request.prompts.has("none"))
       return redirect(
         authorizationResponseUrl(request.redirect_uri, config.ISSUER, {
@@ -101,14 +103,16 @@ async function liveSession(
   return !revoked && userStillValid(user, session.auth_time) ? session : null;
 }
 
-/** Starts a login transaction and answers with the login page (or its JSON form, for API clients). */
+/**
+ * Starts a login transaction and answers with the login page (or its JSON form, for API clients).
+ * The transaction is sealed into `tx` (login-tx.ts): no store call.
+ */
 async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promise<Response> {
   const config = c.get("config");
-  const { id: tx, ref } = issueId(config.SHARDS, "tx");
   const ttl = config.POLICY.login_tx_ttl_seconds;
-  const { prompts: _, ...stored } = request;
-  await shard(c.env, "session", ref).beginLogin(await sha256(tx), stored, Date.now() + ttl * 1000);
-  const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), tx, {
+  const { prompts: _, ...carried } = request;
+  const { tx, id } = await beginLoginTx(config, carried, Date.now());
+  const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), id, {
     secure: config.secureCookies,
     maxAge: ttl,
   });
@@ -135,25 +139,24 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
       "Sign-in expired",
       result.reason === "session_mismatch"
         ? "This sign-in was finished in another browser."
-        : "This sign-in is no longer valid. Start again from the application.",
+        : "This sign-in is no longer valid, or was already used. Start again from the application.",
     );
-  return redirectWithCode(c.env, config, result.request, result.session, {
+  return redirectWithCode(config, result.request, result.session, {
     "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config.secureCookies), config.secureCookies),
   });
 }
 
-/** Issues an authorization code for the session and redirects to the client (RFC 6749 §4.1.2). */
+/**
+ * Issues an authorization code for the session and redirects to the client (RFC 6749 §4.1.2). The
+ * code carries its grant sealed (auth-code.ts), so issuing it writes nothing.
+ */
 async function redirectWithCode(
-  env: Env,
   config: Config,
   request: AuthRequest,
   session: SessionInfo,
   headers: Record<string, string> = {},
 ): Promise<Response> {
-  const { id: code, ref } = issueId(config.SHARDS, "code");
-  const now = Date.now();
-  const p = config.POLICY;
-  const grant = {
+  const grant: CodeGrant = {
     client_id: request.client_id,
     redirect_uri: request.redirect_uri,
     code_challenge: request.code_challenge,
@@ -164,9 +167,7 @@ async function redirectWithCode(
     auth_time: session.auth_time,
     ...(request.nonce !== undefined ? { nonce: request.nonce } : {}),
   };
-  // A redeemed code is remembered as long as the tokens it yields, so a replay can still revoke them.
-  const keepUntil = now + Math.max(p.code_ttl_seconds, p.access_token_ttl_seconds) * 1000;
-  await shard(env, "code", ref).issueCode(await sha256(code), grant, now + p.code_ttl_seconds * 1000, keepUntil);
+  const code = await issueCode(config, grant, Date.now());
   return redirect(
     authorizationResponseUrl(request.redirect_uri, config.ISSUER, { code, state: request.state }),
     headers,

@@ -1,26 +1,29 @@
 import type { Context } from "hono";
 import type { OtpPolicy } from "../../../durable-objects/challenge-store";
 import type { AppEnv } from "../../shared/app";
-import { audit, requestAuditEvent } from "../../shared/audit";
+import { audit, auditEmailKey, auditEvent, requestAuditEvent } from "../../shared/audit";
 import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
-import { deliverOtp } from "../../shared/mailer";
-import { issueId, type ParsedId, parseId, routeKey } from "../../shared/sharding";
-import { routeFromString, routeToString, shard } from "../../shared/stores";
+import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
+import { deliverOtp, otpMessage } from "../../shared/mail/index";
+import { issueId, parseId, routeKeyIn } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { takeIpQuota } from "./ip-quota";
 import { codeStep, emailStep, errorPage } from "./login-page";
+import { type LoginTx, openLoginTx } from "./login-tx";
 import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
 
 const OTP_DIGITS = 6;
 
 interface LoginPost {
   form: boolean;
-  tx: ParsedId;
-  txHash: string;
+  /** The `tx` value as posted (the page's hidden field carries it on). */
+  txValue: string;
+  tx: LoginTx;
   body: Record<string, unknown>;
 }
 
@@ -30,7 +33,8 @@ const invalidCode = () => fail("invalid_code", "the code is wrong, expired or al
 
 /**
  * The checks every login-page POST shares: same-origin (checklist E4), body within limits, and a
- * `tx` that names a transaction and matches this browser's transaction cookie (CSRF binding).
+ * `tx` that opens as a live transaction whose id matches this browser's transaction cookie (CSRF
+ * binding).
  */
 async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
   const config = c.get("config");
@@ -45,13 +49,13 @@ async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
   }
   const { body, form } = await readJsonOrForm(c.req.raw);
   const cookie = getCookie(c.req.raw, cookieName(TX_COOKIE, config.secureCookies));
-  const tx = parseId(config.SHARDS, "tx", body.tx);
-  if (!tx || cookie !== tx.id) {
-    const err = fail("invalid_request", "the login transaction is missing, unknown or not this browser's");
+  const tx = await openLoginTx(config, body.tx, Date.now());
+  if (!tx || cookie !== tx.id.id) {
+    const err = fail("invalid_request", "the login transaction is missing, unknown, expired or not this browser's");
     if (form) throw new PageResponse(errorPage("Sign-in expired", "Start again from the application.", 400, NO_STORE));
     throw err;
   }
-  return { form, tx, txHash: await sha256(tx.id), body };
+  return { form, txValue: body.tx as string, tx, body };
 }
 
 /** A finished page to answer with (form posts), carried out of the shared checks. */
@@ -84,7 +88,7 @@ function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, po
             : (err.description ?? "Something went wrong.");
       const common = {
         issuerName: config.ISSUER_NAME,
-        tx: post.tx.id,
+        tx: post.txValue,
         error: message,
         status: err.status,
         headers: { ...NO_STORE, ...(retry ? { "Retry-After": String(retry) } : {}) },
@@ -95,9 +99,17 @@ function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, po
   };
 }
 
-const emailKeyOf = (config: Config, email: string) => hmac(config.OTP_HMAC_SECRET, `email:${email}`);
 const codeMacOf = (config: Config, emailKey: string, code: string) =>
   hmac(config.OTP_HMAC_SECRET, `otp:${emailKey}:${code}`);
+
+/** The email's ChallengeStore shard, in the generation the login began in. */
+function challengeShard(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
+  const config = c.get("config");
+  const ref = routeKeyIn(config.SHARDS, "challenge", emailKey, post.tx.challengeGen);
+  // A sealed generation the config lacks: only a config that dropped a generation gets here.
+  if (!ref) throw fail("invalid_request", "the login transaction is unknown or expired");
+  return shard(c.env, "challenge", ref);
+}
 
 function otpPolicy(config: Config): OtpPolicy {
   const p = config.POLICY;
@@ -116,32 +128,43 @@ function requireEmail(post: LoginPost): string {
   return email;
 }
 
-/** EmailCodeGenerate (CONTRACT §2.2): the same answer whether or not the address has an account. */
+/**
+ * EmailCodeGenerate (CONTRACT §2.2): the same answer whether or not the address has an account. One
+ * store call: the email's ChallengeStore shard checks its limits and keeps the code (and, for captured
+ * mail, the message and its `code_sent` event) in one transaction. Real mail goes out after the response.
+ */
 export const generateCode = loginPost("generate", async (c, post) => {
   const config = c.get("config");
   const email = requireEmail(post);
+  await takeIpQuota(c, "generate");
   const now = Date.now();
-  const emailKey = await emailKeyOf(config, email);
-  const challengeRef = routeKey(config.SHARDS, "challenge", emailKey);
-
-  const [bound] = await Promise.all([
-    shard(c.env, "session", post.tx.ref).bindEmail(post.txHash, emailKey, routeToString(challengeRef), now),
-    takeIpQuota(c, "generate"),
-  ]);
-  if (!bound) throw fail("invalid_request", "the login transaction is unknown or expired");
+  const emailKey = await auditEmailKey(config, email);
 
   // Invite-only: an unknown address gets a challenge no code can match and no mail, so the answer
   // (status, body, headers, and the limits that apply) is the same as for a known one.
   const deliver = config.SIGNUP === "open" || (await findUserByEmail(c.env, email)) !== null;
   const code = randomDigits(OTP_DIGITS);
   const mac = deliver ? await codeMacOf(config, emailKey, code) : `unmatchable:${randomToken(16)}`;
-  const issued = await shard(c.env, "challenge", challengeRef).issueChallenge(
+  const ip = c.req.header("cf-connecting-ip") ?? null;
+  const message = otpMessage(config, email, code, now);
+  const captured =
+    deliver && isCaptured(config, email)
+      ? {
+          sealed: await sealCapturedMail(config, message),
+          sent: auditEvent(
+            { kind: "code_sent", emailKey, detail: { transport: config.MAIL_TRANSPORT, attempt: 1 } },
+            ip,
+          ),
+        }
+      : undefined;
+  const issued = await challengeShard(c, post, emailKey).issueChallenge({
     emailKey,
-    post.txHash,
-    mac,
+    txHash: post.tx.hash,
+    codeMac: mac,
     now,
-    otpPolicy(config),
-  );
+    policy: otpPolicy(config),
+    ...(captured ? { captured } : {}),
+  });
   if (!issued.ok)
     throw new OAuthError(issued.error, "too many codes requested for this address", {
       retryAfter: issued.retry_after,
@@ -149,45 +172,34 @@ export const generateCode = loginPost("generate", async (c, post) => {
     });
 
   // After the response: one attempt, then bounded retries from the MailOutbox (same code, never a new one).
-  if (deliver)
-    c.executionCtx.waitUntil(
-      deliverOtp(c.env, config, {
-        to: email,
-        code,
-        expiresInSeconds: issued.expires_in,
-        emailKey,
-        ip: c.req.header("cf-connecting-ip") ?? null,
-      }),
-    );
-  if (post.form) return codeStep({ issuerName: config.ISSUER_NAME, tx: post.tx.id, email });
+  if (deliver && !captured) c.executionCtx.waitUntil(deliverOtp(c.env, config, { message, emailKey, ip }));
+  if (post.form) return codeStep({ issuerName: config.ISSUER_NAME, tx: post.txValue, email });
   return json({ sent: true, expires_in: issued.expires_in, resend_after: issued.resend_after }, 200, NO_STORE);
 });
 
-/** EmailCodeVerify (CONTRACT §2.3): a right code ends the login transaction in a new session. */
+/**
+ * EmailCodeVerify (CONTRACT §2.3): a right code ends the login transaction in a new session. Two store
+ * calls in a row: the email's ChallengeStore shard (the code, and the user it knows for the address),
+ * then the transaction's SessionStore shard (the session, its `sign_in` event and the authorization
+ * request for `redirect_to`, in one transaction). D1 is read only for an address the shard does not know.
+ */
 export const verifyCode = loginPost("verify", async (c, post) => {
   const config = c.get("config");
   const email = requireEmail(post);
   const code = post.body.code;
   if (typeof code !== "string" || !/^[0-9]{6}$/.test(code)) throw invalidCode();
+  await takeIpQuota(c, "verify");
 
   const now = Date.now();
-  const sessions = shard(c.env, "session", post.tx.ref);
-  const [pending] = await Promise.all([sessions.pendingLogin(post.txHash, now), takeIpQuota(c, "verify")]);
-  // A finished or expired transaction means its code was used or has expired: CONTRACT §2.3 gives
-  // one answer, invalid_code, for wrong, expired and already used codes (checklist A6).
-  if (!pending) throw invalidCode();
-  const emailKey = await emailKeyOf(config, email);
-  const route = routeFromString(pending.challenge_route);
-  if (pending.email !== emailKey || !route) throw invalidCode();
-
-  const mac = await codeMacOf(config, emailKey, code);
-  const result = await shard(c.env, "challenge", route).verifyChallenge(
+  const emailKey = await auditEmailKey(config, email);
+  const challenges = challengeShard(c, post, emailKey);
+  const result = await challenges.verifyChallenge({
     emailKey,
-    post.txHash,
-    mac,
+    txHash: post.tx.hash,
+    codeMac: await codeMacOf(config, emailKey, code),
     now,
-    otpPolicy(config),
-  );
+    policy: otpPolicy(config),
+  });
   if (result.status !== "ok") audit(c, { kind: result.status === "locked" ? "lockout" : "code_failed", emailKey });
   if (result.status === "locked")
     throw new OAuthError("too_many_attempts", "too many wrong codes for this address", {
@@ -196,26 +208,38 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     });
   if (result.status === "invalid") throw invalidCode();
 
-  const user =
-    config.SIGNUP === "open" ? await findOrCreateUser(c.env, email, now) : await findUserByEmail(c.env, email);
-  if (!user) throw invalidCode();
+  // The user of the address: known to its shard after the first sign-in, else read (or created) in D1
+  // and remembered there after the response. Its email is the normalized address itself.
+  let userId = result.user?.id;
+  if (!userId) {
+    const row =
+      config.SIGNUP === "open" ? await findOrCreateUser(c.env, email, now) : await findUserByEmail(c.env, email);
+    if (!row) throw invalidCode();
+    const known = { id: row.id };
+    userId = known.id;
+    c.executionCtx.waitUntil(challenges.rememberUser(emailKey, known, now).catch(() => undefined));
+  }
+  const user = { id: userId, email };
 
-  // A new session every time, in the transaction's shard, so finishing the login is one atomic call.
-  // Any session cookie the browser brought is replaced, never reused (no fixation).
-  const { id: sessionId } = issueId(config.SHARDS, "session", post.tx.ref);
+  // A new session every time, in the transaction's shard. Any session cookie the browser brought is
+  // replaced, never reused (no fixation).
+  const { id: sessionId } = issueId(config.SHARDS, "session", post.tx.id.ref);
   const { id: sid } = issueId(config.SHARDS, "sid");
   const ttl = config.POLICY.session_ttl_seconds;
-  const done = await sessions.completeLogin(
-    post.txHash,
-    await sha256(sessionId),
-    { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
+  const started = await shard(c.env, "session", post.tx.id.ref).startSession({
+    txHash: post.tx.hash,
+    sessionHash: await sha256(sessionId),
+    session: { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
+    request: post.tx.request,
+    requestExpiresAt: post.tx.expiresAt,
     now,
-    requestAuditEvent(c, { kind: "sign_in", user: user.id, emailKey, detail: { sid } }),
-  );
-  if (!done) throw fail("invalid_request", "the login transaction is already finished");
+    signIn: requestAuditEvent(c, { kind: "sign_in", user: user.id, emailKey, detail: { sid } }),
+  });
+  if (!started) throw fail("invalid_request", "the login transaction is already finished");
   endReplacedSession(c);
 
-  const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(post.tx.id)}`;
+  // `redirect_to` names the transaction by its id alone: the request waits in the session row.
+  const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(post.tx.id.id)}`;
   const cookie = setCookie(cookieName(SESSION_COOKIE, config.secureCookies), sessionId, {
     secure: config.secureCookies,
     maxAge: ttl,

@@ -5,6 +5,7 @@ import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../.
 import { randomToken } from "../../shared/crypto";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
+import { askPeers } from "../../shared/isolate";
 import { body, corsOrigin, redirectUri } from "./validation";
 
 const SCOPES = ["openid", "email", "profile", "offline_access"] as const;
@@ -116,7 +117,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       id,
     )
     .run();
-  forgetClient(id);
+  await forgetEverywhere(c, id);
   return json(publicClient(await loadClient(c, id)));
 }
 
@@ -124,6 +125,15 @@ export async function deleteClient(c: Context<AppEnv>): Promise<Response> {
   const id = c.req.param("id") ?? "";
   const { meta } = await c.env.DB.prepare("DELETE FROM clients WHERE client_id = ?").bind(id).run();
   if (!meta.changes) throw new OAuthError("not_found", "no such client");
-  forgetClient(id);
+  await forgetEverywhere(c, id);
   return new Response(null, { status: 204 });
+}
+
+/**
+ * A changed or deleted client is forgotten by this isolate and by the op-auth and op-token isolates
+ * op-mgmt's service bindings reach; any other isolate holds it for at most `client_cache_seconds`.
+ */
+async function forgetEverywhere(c: Context<AppEnv>, id: string): Promise<void> {
+  forgetClient(id);
+  await askPeers(c.env, c.get("config").ADMIN_TOKEN, "POST", `/__keyway/forget-client/${encodeURIComponent(id)}`);
 }

@@ -1,9 +1,7 @@
-import type { Context, Next } from "hono";
-import { type AppEnv, createApp } from "../../shared/app";
+import { requireAdmin } from "../../shared/admin-auth";
+import { createApp } from "../../shared/app";
 import { loadConfig, STORE_NAMES } from "../../shared/config";
-import { timingSafeEqualString } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
-import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { auditAdminChanges, listAudit } from "./audit";
 import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
@@ -14,15 +12,6 @@ import { createUser, deleteUser, getUser, importUsers, listUsers, revokeUser } f
 
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
 export const app = createApp();
-
-async function requireAdmin(c: Context<AppEnv>, next: Next): Promise<void> {
-  const m = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "");
-  if (!m || !timingSafeEqualString(m[1] as string, c.get("config").ADMIN_TOKEN))
-    throw new OAuthError("unauthorized", "a valid admin token is required", {
-      wwwAuthenticate: 'Bearer realm="keyway-admin"',
-    });
-  await next();
-}
 
 app.use("/admin/*", requireAdmin);
 app.use("/admin/*", auditAdminChanges);

@@ -1,40 +1,87 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
 import { STORE_NAMES } from "../../shared/config";
-import { json } from "../../shared/http";
-import { shard } from "../../shared/stores";
+import type { Env } from "../../shared/env";
+import { json, NO_STORE } from "../../shared/http";
+import { askPeers, isolateCounters } from "../../shared/isolate";
+import { objectName, type ShardedStore, type ShardRef } from "../../shared/sharding";
+
+interface ShardStats {
+  served: number;
+  rows_written: number;
+  since: number;
+}
+
+/** Every sharded Durable Object a login can touch: the five stores and the two write-behind objects. */
+const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit"];
+const BINDING: Record<ShardedStore, keyof Env> = {
+  session: "SESSIONS",
+  challenge: "CHALLENGES",
+  code: "AUTH_CODES",
+  revocation: "REVOCATIONS",
+  refresh: "REFRESH_TOKENS",
+  mail: "MAIL_OUTBOX",
+  audit: "AUDIT",
+};
+
+function statsOf(env: Env, ref: ShardRef): Promise<ShardStats> {
+  const ns = env[BINDING[ref.store]] as unknown as DurableObjectNamespace;
+  // Every one of these classes has `stats()`; the namespace's stub type is not narrowed here.
+  const stub = ns.get(ns.idFromName(objectName(ref))) as unknown as { stats(): Promise<ShardStats> };
+  return stub.stats();
+}
 
 /**
- * `GET /admin/v1/stats`: verb calls served per store and shard (every generation), since each shard
- * started, so a benchmark shows whether load spreads evenly. Asking wakes idle shards; admin use only.
+ * `GET /admin/v1/stats`: calls served and rows written per Durable Object shard (every generation of
+ * the five stores, the MailOutbox and the AuditBuffer) since each shard started, and D1 statements
+ * made by the Workers' isolates (this one, and op-auth's and op-token's where op-mgmt is bound to
+ * them). `totals` sums them, so a benchmark or a test divides a difference by the logins in between.
+ * Counters live in memory: a shard's reset when it is evicted, an isolate's when it is replaced. Asking
+ * wakes idle shards; admin use only.
  */
 export async function shardStats(c: Context<AppEnv>): Promise<Response> {
-  const shards = c.get("config").SHARDS;
-  const stores = await Promise.all(
-    STORE_NAMES.map(async (store) => {
-      const refs = shards[store].flatMap((count, gen) =>
-        Array.from({ length: count }, (_, s) => ({ store, gen, shard: s })),
-      );
-      const rows = await Promise.all(
-        refs.map(async (ref) => {
-          // Every store extends ShardStore, so each stub has `stats()`; the union of stubs loses that in types.
-          const stub = shard(c.env, store, ref) as unknown as { stats(): Promise<{ served: number; since: number }> };
-          return { generation: ref.gen, shard: ref.shard, ...(await stub.stats()) };
-        }),
-      );
-      const served = rows.map((r) => r.served);
-      const total = served.reduce((a, b) => a + b, 0);
-      const current = rows.filter((r) => r.generation === shards[store].length - 1).map((r) => r.served);
-      return [
-        store,
-        {
-          total,
-          // Busiest shard of the current generation over the mean: 1.0 is a perfect spread.
-          imbalance: total ? Math.max(...current) / (current.reduce((a, b) => a + b, 0) / current.length || 1) : null,
-          shards: rows.map((r) => ({ ...r, since: new Date(r.since).toISOString() })),
-        },
-      ] as const;
-    }),
+  const config = c.get("config");
+  const shards = config.SHARDS;
+  const [stores, peers] = await Promise.all([
+    Promise.all(
+      OBJECTS.map(async (store) => {
+        const refs = shards[store].flatMap((count, gen) =>
+          Array.from({ length: count }, (_, s) => ({ store, gen, shard: s })),
+        );
+        const rows = await Promise.all(
+          refs.map(async (ref) => ({ generation: ref.gen, shard: ref.shard, ...(await statsOf(c.env, ref)) })),
+        );
+        const served = rows.map((r) => r.served);
+        const total = served.reduce((a, b) => a + b, 0);
+        const current = rows.filter((r) => r.generation === shards[store].length - 1).map((r) => r.served);
+        return [
+          store,
+          {
+            total,
+            rows_written: rows.reduce((a, r) => a + r.rows_written, 0),
+            // Busiest shard of the current generation over the mean: 1.0 is a perfect spread.
+            imbalance: total ? Math.max(...current) / (current.reduce((a, b) => a + b, 0) / current.length || 1) : null,
+            shards: rows.map((r) => ({ ...r, since: new Date(r.since).toISOString() })),
+          },
+        ] as const;
+      }),
+    ),
+    askPeers(c.env, config.ADMIN_TOKEN, "GET", "/__keyway/counters"),
+  ]);
+  const d1FromPeers = peers.reduce<number>(
+    (sum, p) => sum + ((p as { d1_queries?: number } | null)?.d1_queries ?? 0),
+    0,
   );
-  return json({ stores: Object.fromEntries(stores) });
+  return json(
+    {
+      stores: Object.fromEntries(stores),
+      totals: {
+        durable_object_calls: stores.reduce((a, [, s]) => a + s.total, 0),
+        rows_written: stores.reduce((a, [, s]) => a + s.rows_written, 0),
+        d1_queries: isolateCounters.d1_queries + d1FromPeers,
+      },
+    },
+    200,
+    NO_STORE,
+  );
 }

@@ -1,9 +1,12 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
+import { auditEmailKey } from "../../shared/audit";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
+import { routeKeyIn } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
 import { findUser, newUserId, type User } from "../../shared/users";
 import { body } from "./validation";
 
@@ -68,11 +71,23 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
   return json({ users: results, next: results.length === limit && last ? last.id : null });
 }
 
+/**
+ * Deletes a user. The ChallengeStore shards of the address (every generation) forget which user it
+ * was before the answer, so the next sign-in with it reads D1 (and, with open sign-up, creates a new user).
+ */
 export async function deleteUser(c: Context<AppEnv>): Promise<Response> {
-  const { meta } = await c.env.DB.prepare("DELETE FROM users WHERE id = ?")
+  const config = c.get("config");
+  const row = await c.env.DB.prepare("DELETE FROM users WHERE id = ? RETURNING email")
     .bind(c.req.param("id") ?? "")
-    .run();
-  if (!meta.changes) throw new OAuthError("not_found", "no such user");
+    .first<{ email: string }>();
+  if (!row) throw new OAuthError("not_found", "no such user");
+  const emailKey = await auditEmailKey(config, row.email);
+  await Promise.all(
+    config.SHARDS.challenge.map((_, gen) => {
+      const ref = routeKeyIn(config.SHARDS, "challenge", emailKey, gen);
+      return ref ? shard(c.env, "challenge", ref).forgetUser(emailKey) : undefined;
+    }),
+  );
   return new Response(null, { status: 204 });
 }
 

@@ -1,9 +1,10 @@
 import type { Context } from "hono";
 import { type AppEnv, admitNewWork } from "../../shared/app";
-import { type AuditEvent, type AuditInput, audit, recordAudit, requestAuditEvent, subjectOf } from "../../shared/audit";
+import { type AuditInput, audit, recordAudit, requestAuditEvent, subjectOf } from "../../shared/audit";
+import { openCode } from "../../shared/auth-code";
 import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
-import { base64url, randomToken, seal, sha256, unseal } from "../../shared/crypto";
+import { base64url, randomToken, seal, sha256, timingSafeEqualString, unseal } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
@@ -34,7 +35,7 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
   const issued: AuditInput = { kind: "token_issued", client: client.client_id, detail: { grant_type: grantType } };
   if (grantType === "authorization_code") {
     // The event is written by the code's shard, in the transaction that redeems it.
-    const body = await redeemCode(c.env, config, client, form, requestAuditEvent(c, issued));
+    const body = await redeemCode(c, config, client, form, issued);
     return json(body, 200, NO_STORE);
   }
   const body = await refresh(c.env, config, client, form);
@@ -42,33 +43,39 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
   return json(body, 200, NO_STORE);
 }
 
-async function redeemCode(env: Env, config: Config, client: Client, form: Record<string, string>, issued: AuditEvent) {
+/**
+ * The authorization_code grant (RFC 6749 §4.1.3, RFC 7636 §4.6). The code carries its grant sealed
+ * (auth-code.ts), so the checks run here; the store call spends it, atomically and once, in the code's
+ * AuthCodeStore shard, while the refresh family is created in its own shard at the same time: one
+ * round trip. A family whose code turns out spent is never revealed and expires unused.
+ */
+async function redeemCode(
+  c: Context<AppEnv>,
+  config: Config,
+  client: Client,
+  form: Record<string, string>,
+  issued: AuditInput,
+) {
+  const env = c.env;
   const { code, redirect_uri: redirectUri, code_verifier: verifier } = form;
   if (!code) throw new OAuthError("invalid_request", "code is required");
   if (!redirectUri) throw new OAuthError("invalid_request", "redirect_uri is required");
   // RFC 7636 §4.6: a missing or malformed verifier fails like a wrong one.
   if (!verifier || !VERIFIER.test(verifier)) throw invalidGrant("code_verifier is missing or malformed");
-  const parsed = parseId(config.SHARDS, "code", code);
-  if (!parsed) throw invalidGrant("the code is invalid, expired or used");
+  const opened = await openCode(config, code);
+  // A code of another client is refused without being spent (it may be the right client's, misused).
+  if (!opened || opened.grant.client_id !== client.client_id)
+    throw invalidGrant("the code is invalid, expired or used");
 
   const now = Date.now();
-  const { id: grantId, ref: familyRef } = issueId(config.SHARDS, "grant");
+  const { grant } = opened;
   const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
-  const result = await shard(env, "code", parsed.ref).consumeCode(
-    await sha256(code),
-    grantId,
-    now,
-    { client_id: client.client_id, redirect_uri: redirectUri, code_challenge: challenge },
-    issued,
-  );
-  if (result.status === "reused") {
-    // RFC 6749 §4.1.2: revoke what the first redemption issued.
-    await revokeGrant(env, config, result.grant_id, result.sid);
-    throw invalidGrant("the code was already used; its tokens are revoked");
-  }
-  if (result.status !== "ok") throw invalidGrant("the code is invalid, expired or used");
-
-  const { grant } = result;
+  // A wrong redirect URI or verifier, or an expired code, spends the code without issuing anything.
+  const good =
+    opened.exp > now &&
+    timingSafeEqualString(grant.redirect_uri, redirectUri) &&
+    timingSafeEqualString(grant.code_challenge, challenge);
+  const { id: grantId, ref: familyRef } = issueId(config.SHARDS, "grant");
   const plan: IssuePlan = {
     grant: {
       client_id: client.client_id,
@@ -84,18 +91,37 @@ async function redeemCode(env: Env, config: Config, client: Client, form: Record
     jti: newJti(config, grant.sid),
     iat: Math.floor(now / 1000),
   };
-  if (grant.scope.split(" ").includes("offline_access")) {
-    plan.refreshToken = `${grantId}.${randomToken(32)}`;
+  let family: Promise<void> | undefined;
+  if (good && grant.scope.split(" ").includes("offline_access")) {
+    const refreshToken = `${grantId}.${randomToken(32)}`;
+    plan.refreshToken = refreshToken;
     const { nonce: _nonce, ...familyGrant } = plan.grant;
-    const [familyHash, tokenHash] = await Promise.all([sha256(grantId), sha256(plan.refreshToken)]);
-    await shard(env, "refresh", familyRef).createFamily(
-      familyHash,
-      tokenHash,
-      familyGrant,
-      now,
-      now + config.POLICY.refresh_token_ttl_seconds * 1000,
+    family = Promise.all([sha256(grantId), sha256(refreshToken)]).then(([familyHash, tokenHash]) =>
+      shard(env, "refresh", familyRef).createFamily(
+        familyHash,
+        tokenHash,
+        familyGrant,
+        now,
+        now + config.POLICY.refresh_token_ttl_seconds * 1000,
+      ),
     );
   }
+  const [result] = await Promise.all([
+    shard(env, "code", opened.id.ref).redeemCode({
+      codeHash: opened.hash,
+      grantId: good ? grantId : null,
+      sid: grant.sid,
+      keepUntil: opened.keep,
+      issued: requestAuditEvent(c, { ...issued, user: grant.sub }),
+    }),
+    family,
+  ]);
+  if (result.status === "reused") {
+    // RFC 6749 §4.1.2: revoke what the first redemption issued.
+    await revokeGrant(env, config, result.grant_id, result.sid);
+    throw invalidGrant("the code was already used; its tokens are revoked");
+  }
+  if (result.status !== "ok" || !good) throw invalidGrant("the code is invalid, expired or used");
   return buildTokenResponse(env, config, client, plan);
 }
 

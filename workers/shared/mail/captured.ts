@@ -1,15 +1,17 @@
-import type { AuditEvent } from "../audit";
 import { auditEmailKey } from "../audit";
 import type { Config } from "../config";
 import { seal, unseal } from "../crypto";
 import type { Env } from "../env";
+import { routeKeyIn } from "../sharding";
+import { shard } from "../stores";
 import { type OtpMessage, renderOtpMail } from "./message";
-import { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
+import { outboxSealMaterial } from "./outbox";
 
 /**
  * Captured mail: what the dev transport "sends" (CONTRACT §7, `GET /__dev/mailbox/{email}`), and mail
  * to the load-test domain (`GET /admin/v1/test-mailbox/{email}`). It is kept, sealed, in the email's
- * MailOutbox shard for an hour, and written in one transaction with its `code_sent` audit event.
+ * ChallengeStore shard for an hour, written in the transaction that keeps its code, with its
+ * `code_sent` audit event.
  */
 export interface CapturedMail {
   to: string;
@@ -32,30 +34,32 @@ export function isCaptured(config: Pick<Config, "LOADTEST_EMAIL_DOMAIN" | "MAIL_
   return config.MAIL_TRANSPORT === "dev" || isLoadTestAddress(config, email);
 }
 
-export async function captureMail(
-  env: Pick<Env, "MAIL_OUTBOX">,
-  config: Config,
-  emailKey: string,
-  message: OtpMessage,
-  sent: AuditEvent,
-): Promise<void> {
+/** The captured message, sealed under MAIL_OUTBOX_SECRET, for the ChallengeStore to keep with its code. */
+export async function sealCapturedMail(config: Config, message: OtpMessage): Promise<string> {
   const mail = renderOtpMail(config, message);
   const content: Sealed = { to: mail.to, subject: mail.subject, text: mail.text, code: message.code };
-  const sealed = await seal(outboxSealMaterial(config.MAIL_OUTBOX_SECRET), JSON.stringify(content));
-  await outboxFor(env, outboxShardName(config.SHARDS, emailKey)).capture(
-    { key: emailKey, sealed, sent_at: Date.now() },
-    sent,
-  );
+  return seal(outboxSealMaterial(config.MAIL_OUTBOX_SECRET), JSON.stringify(content));
 }
 
-/** The captured mail of a normalized address, newest first. */
+/**
+ * The captured mail of a normalized address, newest first. It lives in the email's ChallengeStore
+ * shard of the generation its login began in, so every generation's shard of the address is read.
+ */
 export async function capturedMail(
-  env: Pick<Env, "MAIL_OUTBOX">,
+  env: Pick<Env, "CHALLENGES">,
   config: Config,
   email: string,
 ): Promise<CapturedMail[]> {
   const emailKey = await auditEmailKey(config, email);
-  const rows = await outboxFor(env, outboxShardName(config.SHARDS, emailKey)).captured(emailKey, Date.now());
+  const now = Date.now();
+  const generations = config.SHARDS.challenge.map((_, gen) => routeKeyIn(config.SHARDS, "challenge", emailKey, gen));
+  const rows = (
+    await Promise.all(
+      generations.map((ref) => (ref ? shard(env as Env, "challenge", ref).capturedMail(emailKey, now) : [])),
+    )
+  )
+    .flat()
+    .sort((a, b) => b.sent_at - a.sent_at);
   const material = outboxSealMaterial(config.MAIL_OUTBOX_SECRET);
   const out: CapturedMail[] = [];
   for (const row of rows) {

@@ -2,7 +2,6 @@ import { auditEvent, auditShardName, emitAudit } from "../audit";
 import type { Config, MailConfig } from "../config";
 import { randomToken, seal } from "../crypto";
 import type { Env } from "../env";
-import { captureMail, isCaptured } from "./captured";
 import { HttpTransport } from "./http";
 import { MailError, type Mailer, type OtpMessage } from "./message";
 import { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
@@ -69,43 +68,38 @@ export async function attempt(
   }
 }
 
+/** The one-time-code message for `to`, as every transport renders it. */
+export function otpMessage(config: Config, to: string, code: string, now: number): OtpMessage {
+  const ttl = config.POLICY.otp_ttl_seconds;
+  return {
+    to,
+    code,
+    expiresInSeconds: ttl,
+    expiresAt: now + ttl * 1000,
+    issuerName: config.ISSUER_NAME,
+    issuer: config.ISSUER,
+  };
+}
+
 /**
- * Sends a one-time code, after the response (`waitUntil`): one attempt here, bounded by
- * `mail_timeout_seconds`; if it fails and attempts remain, the message goes to the email's MailOutbox
- * shard, sealed under MAIL_OUTBOX_SECRET, and its alarm retries with backoff. The code is never
- * regenerated; each outcome is an audit event. Never throws.
+ * Sends a one-time code through a real transport, after the response (`waitUntil`): one attempt here,
+ * bounded by `mail_timeout_seconds`; if it fails and attempts remain, the message goes to the email's
+ * MailOutbox shard, sealed under MAIL_OUTBOX_SECRET, and its alarm retries with backoff. The code is
+ * never regenerated; each outcome is an audit event. Never throws. (Captured mail never comes here:
+ * the ChallengeStore keeps it with the code, see captured.ts.)
  */
 export async function deliverOtp(
   env: Env,
   config: Config,
-  m: { to: string; code: string; expiresInSeconds: number; emailKey: string; ip?: string | null },
+  m: { message: OtpMessage; emailKey: string; ip?: string | null },
 ): Promise<void> {
-  const now = Date.now();
+  const { message } = m;
   const id = randomToken(16);
   const auditShard = auditShardName(config.SHARDS, m.emailKey);
   const event = (kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) =>
     auditEvent({ kind, emailKey: m.emailKey, detail: { transport: config.MAIL_TRANSPORT, ...detail } }, m.ip ?? null);
-  const expiresAt = now + m.expiresInSeconds * 1000;
-  const message: OtpMessage = {
-    to: m.to,
-    code: m.code,
-    expiresInSeconds: m.expiresInSeconds,
-    expiresAt,
-    issuerName: config.ISSUER_NAME,
-    issuer: config.ISSUER,
-  };
+  const expiresAt = message.expiresAt ?? Date.now() + message.expiresInSeconds * 1000;
   const p = config.POLICY;
-  if (isCaptured(config, m.to)) {
-    // The dev transport and load-test addresses: kept for the mailboxes, with code_sent in the same write.
-    try {
-      await captureMail(env, config, m.emailKey, message, event("code_sent", { attempt: 1 }));
-    } catch (err) {
-      const error = err instanceof Error ? err.message : String(err);
-      console.error("mail: could not capture", error);
-      await emitAudit(env, auditShard, [event("mail_failed", { attempt: 1, error, retry: false })]);
-    }
-    return;
-  }
   let failure: MailError | null;
   try {
     failure = await attempt(mailerFor(env, config), message, p.mail_timeout_seconds * 1000, id);
@@ -122,10 +116,10 @@ export async function deliverOtp(
   if (!retry) return;
   try {
     const sealed: SealedOtp = {
-      to: m.to,
-      code: m.code,
+      to: message.to,
+      code: message.code,
       expires_at: expiresAt,
-      ttl_seconds: m.expiresInSeconds,
+      ttl_seconds: message.expiresInSeconds,
       issuer_name: config.ISSUER_NAME,
       issuer: config.ISSUER,
     };

@@ -1,0 +1,52 @@
+import type { Config } from "./config";
+import { sha256 } from "./crypto";
+import { issueSealedId, openSealedId } from "./sealed-id";
+import type { ParsedId } from "./sharding";
+
+/** What an authorization code grants: the login it came from and the request it answers. */
+export interface CodeGrant {
+  client_id: string;
+  redirect_uri: string;
+  /** The request's S256 challenge (RFC 7636 §4.2). */
+  code_challenge: string;
+  scope: string;
+  nonce?: string;
+  sub: string;
+  email: string;
+  sid: string;
+  auth_time: number;
+}
+
+interface CodeState {
+  grant: CodeGrant;
+  /** Usable until (ms): `code_ttl_seconds` after issue. */
+  exp: number;
+  /** Its spent mark is kept until (ms): as long as the tokens it yields live, so a late replay still revokes. */
+  keep: number;
+}
+
+export interface OpenedCode extends CodeState {
+  id: ParsedId;
+  hash: string;
+}
+
+/**
+ * Issues an authorization code: an AuthCodeStore id that carries its grant sealed, so issuing writes
+ * nothing. Single use is enforced where it is redeemed (AuthCodeStore.redeemCode, in the id's shard).
+ */
+export async function issueCode(config: Config, grant: CodeGrant, now: number): Promise<string> {
+  const p = config.POLICY;
+  const state: CodeState = {
+    grant,
+    exp: now + p.code_ttl_seconds * 1000,
+    keep: now + Math.max(p.code_ttl_seconds, p.access_token_ttl_seconds) * 1000,
+  };
+  return (await issueSealedId(config, "code", "auth-code", state)).value;
+}
+
+/** The code's grant, if the code is one Keyway issued (expired or not: a late replay must still revoke). */
+export async function openCode(config: Config, value: unknown): Promise<OpenedCode | null> {
+  const opened = await openSealedId<CodeState>(config, "code", "auth-code", value);
+  if (!opened) return null;
+  return { ...opened.state, id: opened.id, hash: await sha256(opened.id.id) };
+}

@@ -1,0 +1,82 @@
+import type { Hono } from "hono";
+import { requireAdmin } from "./admin-auth";
+import type { AppEnv } from "./app";
+import { forgetClient } from "./clients";
+import type { Env } from "./env";
+import { json, NO_STORE } from "./http";
+
+/**
+ * What one isolate of a Keyway Worker knows about itself and what op-mgmt may ask of it: its D1 query
+ * count (a login's budget is "no D1 query" once its client and user are known) and forgetting a client
+ * registration it cached. Locally each Worker is one isolate, so these are exact; in production
+ * op-mgmt's service binding reaches one isolate of each, so the count is a sample and a forgotten
+ * client is forgotten there, the rest holding it for at most `client_cache_seconds`.
+ */
+export const isolateCounters = { d1_queries: 0 };
+
+const counted = new WeakMap<object, Env>();
+
+/**
+ * The env with its D1 binding counting statements: one per `prepare` (a batch of n statements is n)
+ * and per `exec`. The real binding does the work; only the count is added.
+ */
+export function countingEnv(env: Env): Env {
+  const hit = counted.get(env);
+  if (hit) return hit;
+  const db = env.DB;
+  const wrapped = new Proxy(db, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target);
+      if (typeof value !== "function") return value;
+      if (prop === "prepare" || prop === "exec")
+        return (...args: unknown[]) => {
+          isolateCounters.d1_queries++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      return (value as (...a: unknown[]) => unknown).bind(target);
+    },
+  });
+  const out = { ...env, DB: wrapped } as Env;
+  counted.set(env, out);
+  return out;
+}
+
+/** The internal paths every Keyway Worker answers, for op-mgmt only (the admin token is required). */
+export function mountIsolateRoutes(app: Hono<AppEnv>): void {
+  app.use("/__keyway/*", requireAdmin);
+  app.get("/__keyway/counters", () => json(isolateCounters, 200, NO_STORE));
+  app.post("/__keyway/forget-client/:id", (c) => {
+    forgetClient(c.req.param("id") ?? "");
+    return new Response(null, { status: 204 });
+  });
+}
+
+/** op-mgmt's service bindings to the other Workers, when it has them (wrangler.toml [[services]]). */
+export interface PeerBindings {
+  OP_AUTH?: Fetcher;
+  OP_TOKEN?: Fetcher;
+}
+
+/** Sends an internal request to op-auth and op-token (where bound); never throws. */
+export async function askPeers(
+  env: PeerBindings,
+  adminToken: string,
+  method: string,
+  path: string,
+): Promise<unknown[]> {
+  const peers = [env.OP_AUTH, env.OP_TOKEN].filter((p): p is Fetcher => p !== undefined);
+  const answers = await Promise.all(
+    peers.map(async (peer) => {
+      try {
+        const res = await peer.fetch(`https://keyway.internal${path}`, {
+          method,
+          headers: { Authorization: `Bearer ${adminToken}` },
+        });
+        return res.headers.get("content-type")?.includes("json") ? await res.json() : null;
+      } catch {
+        return null;
+      }
+    }),
+  );
+  return answers;
+}
