@@ -34,7 +34,7 @@ export class AuthCodeStore extends ShardStore {
         code_hash TEXT PRIMARY KEY,
         grant_id TEXT,
         sid TEXT NOT NULL,
-        expires_at INTEGER NOT NULL)`,
+        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS spent_codes_exp ON spent_codes(expires_at)",
       // Codes were stored whole before they carried their grant sealed; nothing reads this table.
       "DROP TABLE IF EXISTS codes",

@@ -102,7 +102,7 @@ export class ChallengeStore extends ShardStore {
       `CREATE TABLE IF NOT EXISTS known_users (
         email_key TEXT PRIMARY KEY,
         user_id TEXT NOT NULL,
-        expires_at INTEGER NOT NULL)`,
+        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS known_users_exp ON known_users(expires_at)",
       // Per-IP quotas lived here before they moved to the Rate Limiting binding; nothing reads them.
       "DROP TABLE IF EXISTS ip_quota",
@@ -129,8 +129,12 @@ export class ChallengeStore extends ShardStore {
 
   #saveLimits(emailKey: string, l: Limits): void {
     this.sql.exec(
-      `INSERT OR REPLACE INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      // An upsert, not INSERT OR REPLACE: a replace deletes and reinserts, writing every index twice.
+      `INSERT INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT(email_key) DO UPDATE SET failures = excluded.failures, failures_reset_at = excluded.failures_reset_at,
+         sends = excluded.sends, sends_reset_at = excluded.sends_reset_at, last_sent_at = excluded.last_sent_at,
+         expires_at = excluded.expires_at`,
       emailKey,
       l.failures,
       l.failures_reset_at,
@@ -160,7 +164,9 @@ export class ChallengeStore extends ShardStore {
     const expiresAt = now + p.otp_ttl_seconds * 1000;
     this.ctx.storage.transactionSync(() => {
       this.sql.exec(
-        "INSERT OR REPLACE INTO challenges (email_key, tx_hash, code_mac, attempts, expires_at) VALUES (?, ?, ?, 0, ?)",
+        `INSERT INTO challenges (email_key, tx_hash, code_mac, attempts, expires_at) VALUES (?, ?, ?, 0, ?)
+         ON CONFLICT(email_key) DO UPDATE SET tx_hash = excluded.tx_hash, code_mac = excluded.code_mac, attempts = 0,
+           expires_at = excluded.expires_at`,
         emailKey,
         a.txHash,
         a.codeMac,

@@ -141,7 +141,7 @@ describe("audit trail", () => {
         tag,
       );
       state.storage.sql.exec(
-        "INSERT INTO login_tx (tx_hash, request, expires_at) VALUES (?, '{}', ?)",
+        "INSERT INTO sessions (session_hash, sid, sub, email, auth_time, expires_at) VALUES (?, 'sid', 'usr', 'e', 1, ?)",
         `expired-${tag}`,
         Date.now() - 1,
       );
@@ -157,7 +157,7 @@ describe("audit trail", () => {
       }
     });
     expect((await outbox(stub)).filter((e) => e.user_id === tag)).toHaveLength(1);
-    expect(await sql(stub, "SELECT tx_hash FROM login_tx WHERE tx_hash = ?", `expired-${tag}`)).toEqual([]);
+    expect(await sql(stub, "SELECT session_hash FROM sessions WHERE session_hash = ?", `expired-${tag}`)).toEqual([]);
     const retryAt = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
     expect(retryAt as number).toBeGreaterThan(Date.now());
 

@@ -7,9 +7,11 @@ import {
   fullLogin,
   ISSUER,
   loginForCode,
+  openSealed,
   pkce,
   redeem,
   registerClient,
+  sealedIdPart,
   setCookieOf,
   sha256,
   sql,
@@ -43,7 +45,7 @@ function expectRedirectError(res: Response, client: TestClient, error: string, s
 }
 
 describe("AuthorizeInit (CONTRACT §2.1)", () => {
-  it("answers an API client with a tx, a tx cookie, and stores the validated request", async () => {
+  it("answers an API client with a tx that carries the validated request sealed, and a tx cookie; stores nothing", async () => {
     const client = await registerClient();
     const browser = new Browser();
     const { challenge } = await pkce();
@@ -55,23 +57,21 @@ describe("AuthorizeInit (CONTRACT §2.1)", () => {
     const body = (await res.json()) as { tx: string; expires_in: number };
     expect(Object.keys(body).sort()).toEqual(["expires_in", "tx"]);
     expect(body.expires_in).toBe(900);
-    expect(body.tx).toMatch(/^tx_[0-9a-z]+_[0-9a-z]+_[A-Za-z0-9_-]{43}$/);
+    // `<tx id>.<iv>.<sealed request>`: the id routes, the rest only Keyway can open.
+    expect(body.tx).toMatch(/^tx_[0-9a-z]+_[0-9a-z]+_[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+$/);
+    expect(body.tx).not.toContain("st-123");
 
     const cookie = setCookieOf(res, "kw_tx");
-    expect(cookie?.value).toBe(body.tx);
+    expect(cookie?.value).toBe(sealedIdPart(body.tx));
     expect(cookie?.attrs).toEqual(expect.arrayContaining(["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=900"]));
     expect(cookie?.attrs.some((a) => /^domain=/i.test(a))).toBe(false);
     expect(cookie?.attrs.includes("Secure")).toBe(false); // http issuer
 
-    const rows = await sql<{ request: string; email: string | null; session_hash: string | null }>(
-      stubForId("session", body.tx),
-      "SELECT request, email, session_hash FROM login_tx WHERE tx_hash = ?",
-      await sha256(body.tx),
-    );
-    expect(rows).toHaveLength(1);
-    expect(rows[0]?.email).toBeNull();
-    expect(rows[0]?.session_hash).toBeNull();
-    expect(JSON.parse(rows[0]?.request as string)).toEqual({
+    // Nothing is stored for a login that has only begun.
+    expect(await sql(stubForId("session", body.tx), "SELECT * FROM sessions")).toEqual([]);
+    const sealed = await openSealed<{ request: unknown; exp: number }>("tx", body.tx);
+    expect(sealed?.exp).toBeGreaterThan(Date.now() + 899_000);
+    expect(sealed?.request).toEqual({
       client_id: client.client_id,
       redirect_uri: client.redirect_uris[0],
       scope: "openid email offline_access",
@@ -95,11 +95,11 @@ describe("AuthorizeInit (CONTRACT §2.1)", () => {
     // Strict: never a referrer to another site. Not "no-referrer", which makes Chromium post `Origin: null`.
     expect(res.headers.get("referrer-policy")).toBe("same-origin");
     const html = await res.text();
-    const tx = browser.cookies.get("kw_tx") as string;
-    expect(tx).toBeTruthy();
+    const txId = browser.cookies.get("kw_tx") as string;
+    expect(txId).toBeTruthy();
     expect(html).toContain('action="/email-code/generate"');
     expect(html).toMatch(/<input[^>]*name="email"/);
-    expect(html).toContain(`<input type="hidden" name="tx" value="${tx}">`);
+    expect(html).toContain(`<input type="hidden" name="tx" value="${txId}.`);
   });
 
   it("uses __Host- cookies with Secure on an https issuer", async () => {
@@ -127,7 +127,7 @@ describe("AuthorizeInit (CONTRACT §2.1)", () => {
     });
     expect(res.status).toBe(200);
     const { tx } = (await res.json()) as { tx: string };
-    expect(browser.cookies.get("kw_tx")).toBe(tx);
+    expect(browser.cookies.get("kw_tx")).toBe(sealedIdPart(tx));
     // And with a session, POST answers with a code.
     const { browser: loggedIn } = await loginForCode(client);
     const again = await loggedIn.fetch("/authorize", {
@@ -263,23 +263,24 @@ describe("AuthorizeCode (CONTRACT §2.4)", () => {
     expect(login.redirect.searchParams.get("iss")).toBe(ISSUER);
     expect(login.redirect.searchParams.get("code")).toMatch(/^ac_/);
     expect(`${login.redirect.origin}${login.redirect.pathname}`).toBe(client.redirect_uris[0]);
-    // The tx cookie is cleared, and the transaction is gone.
+    // The tx cookie is cleared, and the transaction's request is used up.
     expect(login.browser.cookies.has("kw_tx")).toBe(false);
+    const txHash = await sha256(sealedIdPart(login.tx));
     expect(
-      await sql(stubForId("session", login.tx), "SELECT * FROM login_tx WHERE tx_hash = ?", await sha256(login.tx)),
-    ).toEqual([]);
-    await expectErrorPage(await login.browser.fetch(`/authorize?tx=${encodeURIComponent(login.tx)}`));
-    // The code is stored hashed, in the shard its id names.
-    const rows = await sql<{ grant_json: string }>(
-      stubForId("code", login.code),
-      "SELECT grant_json FROM codes WHERE code_hash = ?",
-      await sha256(login.code),
-    );
-    expect(JSON.parse(rows[0]?.grant_json as string)).toMatchObject({
-      client_id: client.client_id,
-      redirect_uri: client.redirect_uris[0],
-      nonce: "n-456",
+      await sql(stubForId("session", login.tx), "SELECT pending_request FROM sessions WHERE tx_hash = ?", txHash),
+    ).toEqual([{ pending_request: null }]);
+    await expectErrorPage(await login.browser.fetch(`/authorize?tx=${encodeURIComponent(sealedIdPart(login.tx))}`));
+    // The code carries its grant sealed; nothing is stored until it is redeemed, in the shard its id names.
+    expect(login.code).not.toContain("n-456");
+    expect(await openSealed<{ grant: unknown }>("code", login.code)).toMatchObject({
+      grant: { client_id: client.client_id, redirect_uri: client.redirect_uris[0], nonce: "n-456" },
     });
+    const codeHash = await sha256(sealedIdPart(login.code));
+    const spent = () =>
+      sql(stubForId("code", login.code), "SELECT grant_id FROM spent_codes WHERE code_hash = ?", codeHash);
+    expect(await spent()).toEqual([]);
+    expect((await redeem(client, login.code, login.verifier)).status).toBe(200);
+    expect(await spent()).toEqual([{ grant_id: expect.stringMatching(/^gr_/) }]);
   });
 
   it("refuses redirect_to in a browser without the session that finished the login", async () => {
@@ -294,7 +295,7 @@ describe("AuthorizeCode (CONTRACT §2.4)", () => {
     };
     const ver = await browser.postJson("/email-code/verify", { tx, email, code: mail.messages[0]?.code });
     const { redirect_to } = (await ver.json()) as { redirect_to: string };
-    expect(redirect_to).toBe(`${ISSUER}/authorize?tx=${encodeURIComponent(tx)}`);
+    expect(redirect_to).toBe(`${ISSUER}/authorize?tx=${encodeURIComponent(sealedIdPart(tx))}`);
     await expectErrorPage(await new Browser().fetch(redirect_to));
     // The foreign attempt did not consume it.
     const fin = await browser.fetch(redirect_to);

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   admin,
   authorizeQuery,
@@ -7,12 +7,17 @@ import {
   call,
   fullLogin,
   loginForCode,
+  pinClock,
   pkce,
   redeem,
   registerClient,
   type TestClient,
   withVars,
 } from "../support/harness";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 const base = (over: Record<string, unknown> = {}) => ({
   client_name: "Admin test",
@@ -238,12 +243,28 @@ describe("client changes reach every Worker (client_cache_seconds)", () => {
   const deleteInD1 = (client: TestClient) =>
     env.DB.prepare("DELETE FROM clients WHERE client_id = ?").bind(client.client_id).run();
 
-  it("by default reads the client every time: a deletion holds at once", async () => {
+  it("by default keeps a client 30 s: a deletion through the admin API holds at once, one behind its back within 30 s", async () => {
     const defaults = withVars({ POLICY: "{}" });
+    const viaAdmin = await registerClient();
+    expect(await authorize(viaAdmin, defaults)).toBe(200);
+    expect((await admin(`/clients/${viaAdmin.client_id}`, { method: "DELETE" })).status).toBe(204);
+    expect(await authorize(viaAdmin, defaults)).toBe(400);
+
+    const at = pinClock();
+    const behindItsBack = await registerClient();
+    expect(await authorize(behindItsBack, defaults)).toBe(200);
+    await deleteInD1(behindItsBack);
+    expect(await authorize(behindItsBack, defaults)).toBe(200);
+    at(30_001);
+    expect(await authorize(behindItsBack, defaults)).toBe(400);
+  });
+
+  it("with the cache off, reads the client every time", async () => {
+    const uncached = withVars({ POLICY: JSON.stringify({ client_cache_seconds: 0 }) });
     const client = await registerClient();
-    expect(await authorize(client, defaults)).toBe(200);
+    expect(await authorize(client, uncached)).toBe(200);
     await deleteInD1(client);
-    expect(await authorize(client, defaults)).toBe(400);
+    expect(await authorize(client, uncached)).toBe(400);
   });
 
   it("with a cache, keeps the client that long (the trade-off the knob makes)", async () => {

@@ -81,12 +81,13 @@ describe("faults (checklist H1-H3)", () => {
   it("H2: an overloaded Durable Object answers 503 with Retry-After, at once and without retrying", async () => {
     const client = await registerClient();
     const { challenge } = await pkce();
-    const overloaded = faulty({ SESSIONS: overloadedNamespace(env.SESSIONS as unknown as DurableObjectNamespace) });
+    // AuthorizeInit touches no store (the transaction is sealed); the first store call is the code's.
+    const overloaded = faulty({
+      CHALLENGES: overloadedNamespace(env.CHALLENGES as unknown as DurableObjectNamespace),
+    });
     const browser = new Browser({ env: overloaded });
-    const res = await browser.fetch(
-      `/authorize?${new URLSearchParams({ response_type: "code", client_id: client.client_id, redirect_uri: client.redirect_uris[0] as string, scope: "openid", code_challenge: challenge, code_challenge_method: "S256" })}`,
-      { headers: { Accept: "application/json" } },
-    );
+    const tx = await browser.startLogin(client, challenge);
+    const res = await browser.postJson("/email-code/generate", { tx, email: uniqueEmail("h2") });
     expect(res.status).toBe(503);
     expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(await res.json()).toMatchObject({ error: "temporarily_unavailable" });

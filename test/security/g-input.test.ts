@@ -10,6 +10,7 @@ import {
   mailbox,
   pkce,
   registerClient,
+  sealedIdPart,
   sha256,
   shardStub,
   sql,
@@ -55,15 +56,18 @@ async function started(client: TestClient) {
   return { browser, tx };
 }
 
-/** What a login transaction has stored: its bound email (HMAC) and challenge route, if any. */
+/** What a login transaction has stored: codes in any ChallengeStore shard, and a session. */
 async function txRow(tx: string) {
-  const [row] = await sql<{ email: string | null; challenge_route: string | null }>(
-    stubForId("session", tx),
-    "SELECT email, challenge_route FROM login_tx WHERE tx_hash = ?",
-    await sha256(tx),
-  );
-  return row;
+  const txHash = await sha256(sealedIdPart(tx));
+  let challenges = 0;
+  for (let s = 0; s < 3; s++)
+    challenges += (
+      await sql(shardStub("challenge", 0, s), "SELECT email_key FROM challenges WHERE tx_hash = ?", txHash)
+    ).length;
+  const sessions = (await sql(stubForId("session", tx), "SELECT sid FROM sessions WHERE tx_hash = ?", txHash)).length;
+  return { challenges, sessions };
 }
+const NOTHING = { challenges: 0, sessions: 0 };
 
 const clientCount = async () =>
   (await env.DB.prepare("SELECT COUNT(*) AS n FROM clients").first<{ n: number }>())?.n as number;
@@ -109,7 +113,7 @@ describe("G1: a body over 64 KB is refused with 413 before it is parsed", () => 
     }
     // Nothing was stored, and the login transaction was not touched.
     expect(await clientCount()).toBe(clientsBefore);
-    expect(await txRow(tx)).toEqual({ email: null, challenge_route: null });
+    expect(await txRow(tx)).toEqual(NOTHING);
   });
 
   it("checks the admin token before reading a body: an unauthenticated upload is 401, nothing read", async () => {
@@ -162,7 +166,7 @@ describe("G2: broken JSON or wrong types answer 400 and change nothing", () => {
       body: JSON.stringify({ tx, email }),
     });
     await expectError(plain, 400, "invalid_request");
-    expect(await txRow(tx)).toEqual({ email: null, challenge_route: null });
+    expect(await txRow(tx)).toEqual(NOTHING);
     expect(await mailbox(email)).toHaveLength(0);
 
     // The transaction is intact: the login still works from here.
@@ -177,14 +181,17 @@ describe("G2: broken JSON or wrong types answer 400 and change nothing", () => {
     const code = (await mailbox(email))[0]?.code as string;
     for (const bad of [123456, [code], { code }, true, null, `${code}\u0000`])
       expect((await browser.postJson("/email-code/verify", { tx, email, code: bad })).status).toBe(400);
-    const route = (await txRow(tx))?.challenge_route as string;
-    const shardNo = Number(route.split(":")[2]);
-    const [challenge] = await sql<{ attempts: number }>(
-      shardStub("challenge", 0, shardNo),
-      "SELECT attempts FROM challenges WHERE tx_hash = ?",
-      await sha256(tx),
-    );
-    expect(challenge?.attempts).toBe(0);
+    const txHash = await sha256(sealedIdPart(tx));
+    const attempts = [];
+    for (let s = 0; s < 3; s++)
+      attempts.push(
+        ...(await sql<{ attempts: number }>(
+          shardStub("challenge", 0, s),
+          "SELECT attempts FROM challenges WHERE tx_hash = ?",
+          txHash,
+        )),
+      );
+    expect(attempts).toEqual([{ attempts: 0 }]);
     expect((await browser.postJson("/email-code/verify", { tx, email, code })).status).toBe(200);
   });
 
@@ -269,7 +276,7 @@ describe("G3: invalid UTF-8 and NUL bytes answer 400, never 500", () => {
       expect(res.status, `${c.path} ${typeof c.body === "string" ? c.body : "bytes"}`).toBe(400);
     }
     // None of it reached the mailer or bound the transaction.
-    expect(await txRow(tx)).toEqual({ email: null, challenge_route: null });
+    expect(await txRow(tx)).toEqual(NOTHING);
     expect(await mailbox(email)).toHaveLength(0);
   });
 

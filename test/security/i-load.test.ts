@@ -11,6 +11,8 @@ import {
   policy,
   redeem,
   registerClient,
+  shardStub,
+  sql,
   type TestClient,
   type TestEnv,
   uniqueEmail,
@@ -146,7 +148,8 @@ describe("I1: a flood at one email or one shard", () => {
     expect(await mailbox(victim)).toHaveLength(1);
     expect(bystanderLogin.ok).toBe(true);
 
-    // A flood of guesses: the first 10 failures are invalid_code, then the address is locked (429).
+    // A flood of guesses from every transaction: only the one whose code is live guesses at anything,
+    // so only its guess counts; the other 39 cannot spend the address's failures (no lockout by proxy).
     const [guessed, second] = await Promise.all([
       Promise.all(
         floods.map((f) => f.browser.postJson("/email-code/verify", { tx: f.tx, email: victim, code: "000000" })),
@@ -162,13 +165,18 @@ describe("I1: a flood at one email or one shard", () => {
         ),
       ),
     ]);
-    const statuses = guessed.map((r) => r.status);
-    expect(statuses.filter((s) => s === 400)).toHaveLength(10);
-    expect(statuses.filter((s) => s === 429)).toHaveLength(30);
-    for (const r of guessed.filter((g) => g.status === 429)) {
-      expect(((await r.json()) as { error: string }).error).toBe("too_many_attempts");
-      expect(Number(r.headers.get("retry-after"))).toBeGreaterThan(3000);
+    for (const r of guessed) {
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { error: string }).error).toBe("invalid_code");
     }
+    const key = await hmac(loadConfig(env).OTP_HMAC_SECRET, `email:${victim}`);
+    const ref = routeKey(loadConfig(env).SHARDS, "challenge", key);
+    const [limits] = await sql<{ failures: number }>(
+      shardStub("challenge", ref.gen, ref.shard),
+      "SELECT failures FROM email_limits WHERE email_key = ?",
+      key,
+    );
+    expect(limits?.failures).toBe(1);
     expect(second.ok).toBe(true);
   });
 

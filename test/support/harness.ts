@@ -5,6 +5,8 @@ import authApp from "../../workers/op-auth/src/index";
 import mgmtApp from "../../workers/op-mgmt/src/index";
 import tokenApp from "../../workers/op-token/src/index";
 import { workerFor } from "../../workers/routes";
+import { loadConfig } from "../../workers/shared/config";
+import { openSealedId } from "../../workers/shared/sealed-id";
 
 export const ISSUER = env.ISSUER;
 const apps = { "op-auth": authApp, "op-token": tokenApp, "op-mgmt": mgmtApp };
@@ -365,8 +367,12 @@ export async function verifyJwt(
   return { payload: payload as JWTPayload & Record<string, unknown>, header: protectedHeader as never };
 }
 
-/** Parses a Keyway id `<prefix>_<gen36>_<shard36>_<secret>`. */
-export function idParts(id: string): { prefix: string; gen: number; shard: number; secret: string } {
+/**
+ * Parses a Keyway id `<prefix>_<gen36>_<shard36>_<secret>`; of a sealed id (a login transaction, an
+ * authorization code: `<id>.<sealed state>`), the id part.
+ */
+export function idParts(value: string): { prefix: string; gen: number; shard: number; secret: string } {
+  const id = sealedIdPart(value);
   const m = /^([a-z]+)_([0-9a-z]+)_([0-9a-z]+)_([A-Za-z0-9_-]+)$/.exec(id);
   if (!m) throw new Error(`not a Keyway id: ${id}`);
   return {
@@ -397,6 +403,18 @@ export function writeBehindStub(kind: "mail" | "audit", shardNo: number): Durabl
   const ns = (kind === "mail" ? env.MAIL_OUTBOX : env.AUDIT) as unknown as DurableObjectNamespace;
   return ns.get(ns.idFromName(`${kind}:g0:s${shardNo}`));
 }
+
+/**
+ * The state a sealed id carries (a login transaction's request, a code's grant), opened with the test
+ * env's secret by Keyway's own codec: what a holder of the secret, and only one, can read.
+ */
+export async function openSealed<T = Record<string, unknown>>(kind: "tx" | "code", value: string): Promise<T | null> {
+  const opened = await openSealedId<T>(loadConfig(env), kind, kind === "tx" ? "login-tx" : "auth-code", value);
+  return opened?.state ?? null;
+}
+
+/** The id part of a sealed id (`<id>.<sealed>`), or the id itself. */
+export const sealedIdPart = (value: string) => value.split(".")[0] as string;
 
 /** The shard an issued id lives in. */
 export function stubForId(store: Store, id: string): DurableObjectStub {

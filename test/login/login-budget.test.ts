@@ -1,0 +1,173 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  admin,
+  Browser,
+  call,
+  fullLogin,
+  latestCode,
+  pinClock,
+  pkce,
+  redeem,
+  registerClient,
+  type TestClient,
+  type TestEnv,
+  uniqueEmail,
+  withVars,
+} from "../support/harness";
+
+/**
+ * The cost of a login, from the counters an operator sees: `GET /admin/v1/stats` counts every call
+ * served by every Durable Object shard a login can touch (the five stores, the MailOutbox and the
+ * AuditBuffer) and the D1 statements of the Workers. A change that adds a call fails here.
+ */
+
+interface StoreStats {
+  total: number;
+  rows_written: number;
+  imbalance: number | null;
+  shards: { generation: number; shard: number; served: number; rows_written: number }[];
+}
+interface Stats {
+  stores: Record<string, StoreStats>;
+  totals: { durable_object_calls: number; rows_written: number; d1_queries: number };
+}
+
+async function stats(): Promise<Stats> {
+  const res = await admin("/stats");
+  expect(res.status).toBe(200);
+  return (await res.json()) as Stats;
+}
+
+/** What `step` cost: Durable Object calls by store, in all, rows written and D1 statements. */
+async function measure(step: () => Promise<unknown>) {
+  const before = await stats();
+  await step();
+  const after = await stats();
+  const byStore = Object.fromEntries(
+    Object.keys(after.stores)
+      .map((s) => [s, (after.stores[s]?.total ?? 0) - (before.stores[s]?.total ?? 0)] as const)
+      .filter(([, n]) => n > 0),
+  );
+  return {
+    byStore,
+    calls: after.totals.durable_object_calls - before.totals.durable_object_calls,
+    rows: after.totals.rows_written - before.totals.rows_written,
+    d1: after.totals.d1_queries - before.totals.d1_queries,
+  };
+}
+
+/** The five steps of CONTRACT §2 as k6/full-login.js makes them, each measured on its own. */
+async function measuredLogin(e: TestEnv, client: TestClient, email: string) {
+  const browser = new Browser({ env: e });
+  const { verifier, challenge } = await pkce();
+  let tx = "";
+  let code = "";
+  let redirectTo = "";
+  let authCode = "";
+  const steps = {
+    AuthorizeInit: await measure(async () => {
+      tx = await browser.startLogin(client, challenge);
+    }),
+    EmailCodeGenerate: await measure(async () => {
+      expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    }),
+    // Reading the captured mail stands in for a person reading it: not a step of the login.
+    mailboxRead: await measure(async () => {
+      code = await latestCode(email, e);
+    }),
+    EmailCodeVerify: await measure(async () => {
+      const res = await browser.postJson("/email-code/verify", { tx, email, code });
+      expect(res.status).toBe(200);
+      redirectTo = ((await res.json()) as { redirect_to: string }).redirect_to;
+    }),
+    AuthorizeCode: await measure(async () => {
+      const res = await browser.fetch(redirectTo);
+      expect(res.status).toBe(302);
+      authCode = new URL(res.headers.get("location") as string).searchParams.get("code") as string;
+    }),
+    Token: await measure(async () => {
+      const res = await redeem(client, authCode, verifier, {}, e);
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(((await res.json()) as { refresh_token?: string }).refresh_token).toBeTruthy();
+    }),
+  };
+  return steps;
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("a login's budget (GET /admin/v1/stats)", () => {
+  it("a returning user's login: at most 6 Durable Object calls, 1 or 2 per step, and no D1 query", async () => {
+    // The default policy (the test suite's own turns the client cache off), but for a resend
+    // interval short enough that a second code for the address can follow within the client cache.
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    const email = uniqueEmail("budget");
+    const at = pinClock();
+    // The first login creates the user; its client and user are now known to the isolate and shard.
+    await fullLogin(client, email, { env: e });
+    at(11_000);
+
+    const steps = await measuredLogin(e, client, email);
+    const { mailboxRead, ...login } = steps;
+    const calls = Object.values(login).reduce((a, s) => a + s.calls, 0);
+    const rows = Object.values(login).reduce((a, s) => a + s.rows, 0);
+    const d1 = Object.values(login).reduce((a, s) => a + s.d1, 0);
+    console.info(
+      `login budget: ${calls} Durable Object calls, ${rows} rows written, ${d1} D1 queries;`,
+      Object.fromEntries(Object.entries(steps).map(([k, v]) => [k, { ...v.byStore, rows: v.rows }])),
+    );
+
+    // The sealed transaction: beginning a login costs nothing stored.
+    expect(login.AuthorizeInit).toMatchObject({ calls: 0, d1: 0 });
+    // The email's shard: limits, code and captured mail (with its code_sent event) in one call.
+    expect(login.EmailCodeGenerate).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    // The code (and the user the shard knows), then the session in the transaction's shard.
+    expect(login.EmailCodeVerify).toMatchObject({ calls: 2, byStore: { challenge: 1, session: 1 }, d1: 0 });
+    // The session hands over the request once; the code carries its grant sealed.
+    expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
+    // Spend the code and create the refresh family, side by side (one round trip).
+    expect(login.Token).toMatchObject({ calls: 2, byStore: { code: 1, refresh: 1 }, d1: 0 });
+    expect(calls).toBeLessThanOrEqual(6);
+    expect(d1).toBe(0);
+    // Rows as SQLite counts them (indexes included), the alarm's later sweeps not yet: a regression guard.
+    expect(rows).toBeLessThanOrEqual(26);
+    expect(mailboxRead).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+  });
+
+  it("a first login reads and writes D1 for its user, once, and remembers it in the email's shard", async () => {
+    const e = withVars({ POLICY: "{}" });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    // Warm the client cache with another user's login.
+    await fullLogin(client, uniqueEmail("warm"), { env: e });
+    const steps = await measuredLogin(e, client, uniqueEmail("first"));
+    // A lookup and the insert of the new user; the shard learns the user after the response.
+    expect(steps.EmailCodeVerify.d1).toBe(2);
+    expect(steps.EmailCodeVerify.byStore).toEqual({ challenge: 2, session: 1 });
+    expect(steps.Token.d1).toBe(0);
+  });
+
+  it("lists every shard of every store and of the write-behind objects", async () => {
+    const { stores, totals } = await stats();
+    expect(Object.keys(stores).sort()).toEqual([
+      "audit",
+      "challenge",
+      "code",
+      "mail",
+      "refresh",
+      "revocation",
+      "session",
+    ]);
+    for (const store of ["challenge", "code", "refresh", "revocation", "session"])
+      expect(stores[store]?.shards).toHaveLength(3);
+    for (const store of ["mail", "audit"]) expect(stores[store]?.shards).toHaveLength(4);
+    expect(totals.durable_object_calls).toBe(Object.values(stores).reduce((a, s) => a + s.total, 0));
+  });
+
+  it("requires the admin token", async () => {
+    expect((await call("/admin/v1/stats")).status).toBe(401);
+    expect((await call("/admin/v1/stats", { headers: { Authorization: "Bearer nope" } })).status).toBe(401);
+  });
+});
