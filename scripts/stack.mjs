@@ -86,17 +86,12 @@ export async function startStack({
     // Miniflare entry Worker in between, which cost about 0.2 ms of the single thread per request) and
     // the gateway hands each path to the Worker that owns it, as routes do in production.
     // Workers Rate Limiting bindings (op-auth's per-IP quotas): Miniflare implements them itself.
-    const ratelimits = Object.fromEntries(
-      (config.ratelimits ?? []).map(
-        (/** @type {{ name: string, namespace_id: string, simple: { limit: number, period: 10 | 60 } }} */ r) => [
-          r.name,
-          { namespace_id: r.namespace_id, simple: r.simple },
-        ],
-      ),
-    );
+    for (const r of /** @type {{ name: string, namespace_id: string, simple: { limit: number, period: 10 | 60 } }[]} */ (
+      config.ratelimits ?? []
+    ))
+      env[r.name] = { type: "rate-limit", namespace: r.namespace_id, simple: r.simple };
     return {
       ...(path === GATEWAY_CONFIG ? { dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port }] } } : {}),
-      ...(Object.keys(ratelimits).length ? { ratelimits } : {}),
       config: {
         name,
         compatibilityDate: /** @type {string} */ (config.compatibility_date),
@@ -149,7 +144,7 @@ export async function startStack({
 }
 
 /**
- * This loader translates vars, D1, Durable Objects and service bindings. Refuse a config that
+ * This loader translates vars, D1, Durable Objects, service and Rate Limiting bindings. Refuse a config that
  * declares anything else rather than start a Worker with a binding silently missing.
  * @param {string} path @param {Record<string, any>} config
  */

@@ -46,14 +46,11 @@ function localQuotaHint(baseUrl, devVars, rate) {
   // The defaults of workers/shared/config.ts.
   const gen = policy.ip_generate_per_minute ?? 100;
   const ver = policy.ip_verify_per_minute ?? 200;
-  const hourly = Math.min(policy.ip_generate_per_hour ?? 2000, policy.ip_verify_per_hour ?? 4000);
-  if (gen >= need && ver >= need && hourly >= need) return null;
+  if (gen >= need && ver >= need) return null;
   const raised = JSON.stringify({
     ...policy,
     ip_generate_per_minute: Math.max(gen, 100000),
     ip_verify_per_minute: Math.max(ver, 100000),
-    ip_generate_per_hour: Math.max(policy.ip_generate_per_hour ?? 2000, 6000000),
-    ip_verify_per_hour: Math.max(policy.ip_verify_per_hour ?? 4000, 6000000),
   });
   return (
     `the local per-IP quotas (generate ${gen}/min, verify ${ver}/min) are below ${need}/min, so logins will get 429. ` +

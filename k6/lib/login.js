@@ -52,7 +52,8 @@ export function authorizeInit(request, opts = {}) {
   const tx = body && typeof body.tx === "string" ? body.tx : null;
   const ok = check(res, {
     "AuthorizeInit 200 {tx}": (r) => r.status === 200 && tx !== null,
-    "AuthorizeInit sets kw_tx = tx": (r) => tx !== null && cookieValue(r, "kw_tx") === tx,
+    // The tx is `<tx id>.<sealed request>`; the cookie binds the browser by the id.
+    "AuthorizeInit sets kw_tx = tx id": (r) => tx !== null && cookieValue(r, "kw_tx") === tx.split(".")[0],
   });
   if (!ok) countFailure(step, res, "session", "no login transaction");
   return { ok, tx, ms };

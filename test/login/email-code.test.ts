@@ -196,13 +196,16 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
       400,
       "invalid_request",
     );
-    // A well-formed tx this server never issued, with a matching cookie.
-    const forged = `${tx.slice(0, -5)}AAAAA`;
+    // A well-formed tx this server never issued, with a matching cookie: its sealed request altered ...
+    const forged = `${tx.slice(0, -5)}${tx.endsWith("AAAAA") ? "BBBBB" : "AAAAA"}`;
     await expectJsonError(
-      await browser.postJson("/email-code/generate", { tx: forged, email }, { Cookie: `kw_tx=${forged}` }),
+      await browser.postJson("/email-code/generate", { tx: forged, email }),
       400,
       "invalid_request",
     );
+    // ... or another transaction's sealed request moved onto this browser's id (it is bound to its own id).
+    const moved = `${sealedIdPart(tx)}.${other.tx.slice(other.tx.indexOf(".") + 1)}`;
+    await expectJsonError(await browser.postJson("/email-code/generate", { tx: moved, email }), 400, "invalid_request");
     expect(await mailCount()).toBe(before);
     // The real one still works.
     expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);

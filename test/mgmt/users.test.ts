@@ -1,6 +1,10 @@
 import { env } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
-import { admin, fullLogin, registerClient, uniqueEmail, userinfo, verifyJwt } from "../support/harness";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { admin, fullLogin, pinClock, registerClient, uniqueEmail, userinfo, verifyJwt } from "../support/harness";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 interface User {
   id: string;
@@ -117,6 +121,25 @@ describe("users (CONTRACT §5)", () => {
     expect((await admin(`/users/${user?.id}`)).status).toBe(404);
     expect((await admin(`/users/${user?.id}`, { method: "DELETE" })).status).toBe(404);
     expect((await userinfo(tokens.access_token)).status).toBe(401);
+  });
+
+  it("forgets a deleted user in the email's shard at once: the next sign-in is a new user, whose tokens work", async () => {
+    const client = await registerClient();
+    const at = pinClock();
+    const first = await fullLogin(client);
+    const old = await env.DB.prepare("SELECT id FROM users WHERE email = ?").bind(first.email).first<{ id: string }>();
+    // A second login takes the user from the email's ChallengeStore shard, not D1.
+    at(61_000);
+    const second = await fullLogin(client, first.email);
+    expect((await verifyJwt(second.tokens.id_token)).payload.sub).toBe(old?.id);
+
+    expect((await admin(`/users/${old?.id}`, { method: "DELETE" })).status).toBe(204);
+    at(122_000);
+    const third = await fullLogin(client, first.email);
+    const now = await env.DB.prepare("SELECT id FROM users WHERE email = ?").bind(first.email).first<{ id: string }>();
+    expect(now?.id).not.toBe(old?.id);
+    expect((await verifyJwt(third.tokens.id_token)).payload.sub).toBe(now?.id);
+    expect((await userinfo(third.tokens.access_token)).status).toBe(200);
   });
 
   it("revokes a user: revoked_at set; 404 for an unknown user", async () => {

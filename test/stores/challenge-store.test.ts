@@ -214,6 +214,70 @@ describe("ChallengeStore", () => {
   });
 });
 
+describe("ChallengeStore: what else an address keeps in its shard", () => {
+  it("keeps captured mail and its code_sent event with the code, in the same write, and only when the code is issued", async () => {
+    const s = fresh();
+    const ek = key();
+    const sent = {
+      id: `ev-${++n}`,
+      at: T0,
+      kind: "code_sent",
+      user_id: null,
+      email_key: ek,
+      client_id: null,
+      ip: null,
+      detail: null,
+    };
+    const captured = { sealed: "sealed-1", sent: sent as never };
+    expect(
+      (await s.issueChallenge({ emailKey: ek, txHash: "tx", codeMac: "m", now: T0, policy: P, captured })).ok,
+    ).toBe(true);
+    expect(await s.capturedMail(ek, T0)).toEqual([{ sealed: "sealed-1", sent_at: T0 }]);
+    expect(await s.auditBacklog()).toBe(1);
+    // Refused (resend interval): neither the mail nor its event is kept.
+    const again = { sealed: "sealed-2", sent: { ...sent, id: `ev-${++n}` } as never };
+    expect(
+      (
+        await s.issueChallenge({
+          emailKey: ek,
+          txHash: "tx",
+          codeMac: "m2",
+          now: T0 + 1000,
+          policy: P,
+          captured: again,
+        })
+      ).ok,
+    ).toBe(false);
+    expect(await s.capturedMail(ek, T0 + 1000)).toHaveLength(1);
+    expect(await s.auditBacklog()).toBe(1);
+    // Kept an hour.
+    expect(await s.capturedMail(ek, T0 + HOUR)).toEqual([]);
+  });
+
+  it("returns the user it knows for the address on success, and forgets it when told", async () => {
+    const s = fresh();
+    const ek = key();
+    await issue(s, ek, "tx1", "mac-1", T0, P);
+    expect(await verify(s, ek, "tx1", "mac-1", T0 + 1, P)).toEqual({ status: "ok", user: null });
+    await s.rememberUser(ek, { id: "usr_known" }, T0 + 2);
+    await issue(s, ek, "tx2", "mac-2", T0 + 61_000, P);
+    expect(await verify(s, ek, "tx2", "mac-2", T0 + 61_001, P)).toEqual({ status: "ok", user: { id: "usr_known" } });
+    await s.forgetUser(ek);
+    await issue(s, ek, "tx3", "mac-3", T0 + 122_000, P);
+    expect(await verify(s, ek, "tx3", "mac-3", T0 + 122_001, P)).toEqual({ status: "ok", user: null });
+  });
+
+  it("counts nothing for a transaction with no live code here: no one spends another login's failures", async () => {
+    const s = fresh();
+    const ek = key();
+    await issue(s, ek, "tx-owner", "mac", T0, P);
+    for (let i = 0; i < 20; i++)
+      expect(await verify(s, ek, `tx-other-${i}`, "guess", T0 + i, P)).toEqual({ status: "invalid" });
+    expect(await sql(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek)).toEqual([{ failures: 0 }]);
+    expect(await verify(s, ek, "tx-owner", "mac", T0 + 100, P)).toEqual({ status: "ok", user: null });
+  });
+});
+
 describe("ChallengeStore storage holds no plaintext (A9)", () => {
   it("keeps neither the email nor the code in any shard", async () => {
     const client = await registerClient();
