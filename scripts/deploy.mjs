@@ -194,12 +194,29 @@ export function productionConfigs(o, databaseId) {
       ],
     };
     if (path === STORES_CONFIG) config.migrations = base.migrations;
+    // op-auth's per-IP quotas and op-mgmt's bindings to the other Workers (deployed before it).
+    if (base.ratelimits?.length) config.ratelimits = base.ratelimits.map((/** @type {any} */ r) => checkedRateLimit(path, r));
+    if (base.services?.length) config.services = base.services;
     const routes = /** @type {Record<string, string[]>} */ (ROUTES)[name];
     if (routes) config.routes = routes.map((p) => ({ pattern: `${host}${p}`, zone_name: o.zone }));
     if (base.triggers?.crons?.length) config.triggers = { crons: base.triggers.crons };
     if (sendEmail) config.send_email = sendEmail;
     return { name, file: join(o.outDir, `${name}.wrangler.json`), config };
   });
+}
+
+/**
+ * The Rate Limiting bindings' limit is a scale, not the quota: op-auth weighs each request by
+ * POLICY's per-minute quota against it (RATE_LIMIT_SCALE and RATE_LIMIT_PERIOD_SECONDS in
+ * workers/op-auth/src/ip-quota.ts). A config that changes them would change every quota silently.
+ * @param {string} path @param {{ name: string, simple?: { limit: number, period?: number } }} r
+ */
+function checkedRateLimit(path, r) {
+  if (r.simple?.limit !== 1_000_000_000 || r.simple.period !== 60)
+    throw new Error(
+      `${path}: ratelimit ${r.name} must keep simple = { limit = 1000000000, period = 60 } (see ip-quota.ts)`,
+    );
+  return r;
 }
 
 /** @param {string} name @param {Record<string, string>} secrets */
