@@ -240,14 +240,28 @@ export class ChallengeStore extends ShardStore {
   }
 
   /** Remembers which user an address belongs to, after the Worker read (or created) it in D1. */
-  async rememberUser(emailKey: string, user: KnownUser, now: number): Promise<void> {
+  rememberUser(emailKey: string, user: KnownUser, now: number): Promise<void> {
+    return this.#remember([{ emailKey, id: user.id }], now);
+  }
+
+  /** Remembers the users of many addresses at once (the admin API created them in D1), in one transaction. */
+  rememberUsers(users: { emailKey: string; id: string }[], now: number): Promise<void> {
+    return this.#remember(users, now);
+  }
+
+  // Verbs call each other only through private methods: every call of a verb is counted as served.
+  async #remember(users: { emailKey: string; id: string }[], now: number): Promise<void> {
     const expiresAt = now + KNOWN_USER_TTL_MS;
-    this.sql.exec(
-      "INSERT OR REPLACE INTO known_users (email_key, user_id, expires_at) VALUES (?, ?, ?)",
-      emailKey,
-      user.id,
-      expiresAt,
-    );
+    this.ctx.storage.transactionSync(() => {
+      for (const u of users)
+        this.sql.exec(
+          `INSERT INTO known_users (email_key, user_id, expires_at) VALUES (?, ?, ?)
+           ON CONFLICT(email_key) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at`,
+          u.emailKey,
+          u.id,
+          expiresAt,
+        );
+    });
     await this.expireAt(expiresAt);
   }
 

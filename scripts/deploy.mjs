@@ -195,7 +195,8 @@ export function productionConfigs(o, databaseId) {
     };
     if (path === STORES_CONFIG) config.migrations = base.migrations;
     // op-auth's per-IP quotas and op-mgmt's bindings to the other Workers (deployed before it).
-    if (base.ratelimits?.length) config.ratelimits = base.ratelimits.map((/** @type {any} */ r) => checkedRateLimit(path, r));
+    if (base.ratelimits?.length)
+      config.ratelimits = base.ratelimits.map((/** @type {any} */ r) => checkedRateLimit(path, r));
     if (base.services?.length) config.services = base.services;
     const routes = /** @type {Record<string, string[]>} */ (ROUTES)[name];
     if (routes) config.routes = routes.map((p) => ({ pattern: `${host}${p}`, zone_name: o.zone }));

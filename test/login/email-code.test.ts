@@ -75,6 +75,9 @@ async function freshRateLimitWindow(): Promise<void> {
   if (left < 15_000) await new Promise((resolve) => setTimeout(resolve, left + 100));
 }
 
+/** Room for freshRateLimitWindow's wait (up to 15 s) on top of the test itself. */
+const RATE_LIMIT_TEST_TIMEOUT_MS = 30_000;
+
 /** A wrong code that is surely not the mailed one. */
 const wrong = (code: string) => String((Number(code) + 1) % 1_000_000).padStart(6, "0");
 
@@ -280,23 +283,27 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
     expect(await mailbox(email)).toHaveLength(10);
   });
 
-  it("limits generate per IP per minute, per IP, through the Rate Limiting binding (A4)", async () => {
-    const e = withVars({ POLICY: policy({ ip_generate_per_minute: 3 }) });
-    const client = await registerClient({}, e);
-    await freshRateLimitWindow();
-    const { browser, tx } = await started(client, { env: e });
-    for (let i = 0; i < 3; i++)
-      expect((await browser.postJson("/email-code/generate", { tx, email: uniqueEmail() })).status).toBe(200);
-    const res = await browser.postJson("/email-code/generate", { tx, email: uniqueEmail() });
-    // The binding's window is a minute; it does not say when the current one ends.
-    expect(retryAfter(res)).toBe(60);
-    await expectJsonError(res, 429, "too_many_requests");
-    // Another address is not affected.
-    const other = await started(client, { env: e });
-    expect((await other.browser.postJson("/email-code/generate", { tx: other.tx, email: uniqueEmail() })).status).toBe(
-      200,
-    );
-  });
+  it(
+    "limits generate per IP per minute, per IP, through the Rate Limiting binding (A4)",
+    async () => {
+      const e = withVars({ POLICY: policy({ ip_generate_per_minute: 3 }) });
+      const client = await registerClient({}, e);
+      await freshRateLimitWindow();
+      const { browser, tx } = await started(client, { env: e });
+      for (let i = 0; i < 3; i++)
+        expect((await browser.postJson("/email-code/generate", { tx, email: uniqueEmail() })).status).toBe(200);
+      const res = await browser.postJson("/email-code/generate", { tx, email: uniqueEmail() });
+      // The binding's window is a minute; it does not say when the current one ends.
+      expect(retryAfter(res)).toBe(60);
+      await expectJsonError(res, 429, "too_many_requests");
+      // Another address is not affected.
+      const other = await started(client, { env: e });
+      expect(
+        (await other.browser.postJson("/email-code/generate", { tx: other.tx, email: uniqueEmail() })).status,
+      ).toBe(200);
+    },
+    RATE_LIMIT_TEST_TIMEOUT_MS,
+  );
 
   it("refuses a cross-origin or cross-site post with 403 (E4)", async () => {
     const client = await registerClient();
@@ -523,17 +530,21 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     expect((await browser.postJson("/email-code/verify", { tx, email, code: fresh })).status).toBe(200);
   });
 
-  it("limits verify per IP per minute", async () => {
-    const e = withVars({ POLICY: policy({ ip_verify_per_minute: 2 }) });
-    const client = await registerClient({}, e);
-    await freshRateLimitWindow();
-    const { browser, tx, email, code } = await generated(client, uniqueEmail(), { env: e });
-    for (let i = 0; i < 2; i++)
-      expect((await browser.postJson("/email-code/verify", { tx, email, code: wrong(code) })).status).toBe(400);
-    const res = await browser.postJson("/email-code/verify", { tx, email, code });
-    expect(retryAfter(res)).toBe(60);
-    await expectJsonError(res, 429, "too_many_requests");
-  });
+  it(
+    "limits verify per IP per minute",
+    async () => {
+      const e = withVars({ POLICY: policy({ ip_verify_per_minute: 2 }) });
+      const client = await registerClient({}, e);
+      await freshRateLimitWindow();
+      const { browser, tx, email, code } = await generated(client, uniqueEmail(), { env: e });
+      for (let i = 0; i < 2; i++)
+        expect((await browser.postJson("/email-code/verify", { tx, email, code: wrong(code) })).status).toBe(400);
+      const res = await browser.postJson("/email-code/verify", { tx, email, code });
+      expect(retryAfter(res)).toBe(60);
+      await expectJsonError(res, 429, "too_many_requests");
+    },
+    RATE_LIMIT_TEST_TIMEOUT_MS,
+  );
 
   it("gives two simultaneous verifies of the right code exactly one session (A7)", async () => {
     const client = await registerClient();

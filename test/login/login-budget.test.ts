@@ -149,6 +149,21 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(steps.Token.d1).toBe(0);
   });
 
+  it("a user created or imported through the admin API signs in the first time without D1", async () => {
+    const e = withVars({ POLICY: "{}" });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    await fullLogin(client, uniqueEmail("warm"), { env: e });
+    const created = uniqueEmail("created");
+    const imported = uniqueEmail("imported");
+    expect((await admin("/users", { method: "POST", json: { email: created } }, e)).status).toBe(201);
+    const res = await admin("/users/import", { method: "POST", json: { users: [{ email: imported }] } }, e);
+    expect(await res.json()).toEqual({ created: 1, existing: 0 });
+    for (const email of [created, imported]) {
+      const steps = await measuredLogin(e, client, email);
+      expect(steps.EmailCodeVerify).toMatchObject({ d1: 0, byStore: { challenge: 1, session: 1 } });
+    }
+  });
+
   it("lists every shard of every store and of the write-behind objects", async () => {
     const { stores, totals } = await stats();
     expect(Object.keys(stores).sort()).toEqual([

@@ -35,7 +35,8 @@ export function withVars(vars: Record<string, string>, base: TestEnv = env): Tes
 }
 
 /** A POLICY string: the test defaults (no client cache) plus `overrides`. */
-export const policy = (overrides: Record<string, number>) => JSON.stringify({ client_cache_seconds: 0, ...overrides });
+export const policy = (overrides: Record<string, number | string>) =>
+  JSON.stringify({ client_cache_seconds: 0, ...overrides });
 
 export const admin = (path: string, init: RequestInit & { json?: unknown } = {}, testEnv: object = env) => {
   const { json, ...rest } = init;

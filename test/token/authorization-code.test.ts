@@ -8,6 +8,7 @@ import {
   ISSUER,
   idParts,
   loginForCode,
+  policy,
   redeem,
   refreshGrant,
   registerClient,
@@ -17,6 +18,7 @@ import {
   type Tokens,
   userinfo,
   verifyJwt,
+  withVars,
 } from "../support/harness";
 
 afterEach(() => {
@@ -114,6 +116,23 @@ describe("Token: authorization_code (CONTRACT §2.5, §3)", () => {
     const { tokens } = await fullLogin(client);
     const id = await verifyJwt(tokens.id_token, { audience: client.client_id });
     expect(id.header.alg).toBe("ES256");
+  });
+
+  it("signs access tokens with ES256 when the policy says so; userinfo, introspection and refresh take them", async () => {
+    const e = withVars({ POLICY: policy({ access_token_signing_alg: "ES256" }) });
+    const client = await registerClient({}, e);
+    const { tokens } = await fullLogin(client, undefined, { env: e });
+    const at = await verifyJwt(tokens.access_token, { typ: "at+jwt" });
+    expect(at.header).toMatchObject({ alg: "ES256", typ: "at+jwt" });
+    // The ID token keeps the client's algorithm (RS256 by default).
+    expect((await verifyJwt(tokens.id_token, { audience: client.client_id })).header.alg).toBe("RS256");
+    expect((await userinfo(tokens.access_token, e)).status).toBe(200);
+    const intro = await form(client, { token: tokens.access_token }, "/introspect", e);
+    expect(((await intro.json()) as { active: boolean }).active).toBe(true);
+    const refreshed = await refreshGrant(client, tokens.refresh_token as string, {}, e);
+    expect(refreshed.status).toBe(200);
+    const next = (await refreshed.json()) as Tokens;
+    expect((await verifyJwt(next.access_token, { typ: "at+jwt" })).header.alg).toBe("ES256");
   });
 
   it("omits nonce when none was sent, and email without the email scope", async () => {

@@ -45,8 +45,9 @@ export async function signAccessToken(
     iat: number;
   },
 ): Promise<string> {
-  const key = (await keyRing(env, config)).signing.RS256;
-  // RFC 9068 §2.1: typ "at+jwt"; RS256 is the algorithm every resource server must support.
+  const alg = config.POLICY.access_token_signing_alg;
+  const key = (await keyRing(env, config)).signing[alg];
+  // RFC 9068 §2.1: typ "at+jwt"; RS256 (the default) is the algorithm every resource server must support.
   return new SignJWT({
     client_id: c.client_id,
     scope: c.scope,
@@ -54,7 +55,7 @@ export async function signAccessToken(
     grant_id: c.grant_id,
     auth_time: c.auth_time,
   })
-    .setProtectedHeader({ alg: "RS256", typ: "at+jwt", kid: key.kid })
+    .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
     .setIssuer(config.ISSUER)
     .setSubject(c.sub)
     .setAudience(accessTokenAudience(config))

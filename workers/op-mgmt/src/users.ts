@@ -5,7 +5,7 @@ import { auditEmailKey } from "../../shared/audit";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
-import { routeKeyIn } from "../../shared/sharding";
+import { objectName, routeKey, routeKeyIn } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { findUser, newUserId, type User } from "../../shared/users";
 import { body } from "./validation";
@@ -30,6 +30,7 @@ export async function createUser(c: Context<AppEnv>): Promise<Response> {
     .bind(newUserId(), input.email, input.name ?? null, now, now)
     .first<User>();
   if (!row) throw new OAuthError("conflict", "a user with this email exists");
+  await rememberInShards(c, [row], now);
   return json(row, 201);
 }
 
@@ -39,13 +40,41 @@ export async function importUsers(c: Context<AppEnv>): Promise<Response> {
   const now = Date.now();
   const unique = new Map(input.users.map((u) => [u.email, u]));
   const stmt = c.env.DB.prepare(
-    "INSERT INTO users (id, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(email) DO NOTHING",
+    "INSERT INTO users (id, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(email) DO NOTHING RETURNING id, email",
   );
-  const results = await c.env.DB.batch(
+  const results = await c.env.DB.batch<{ id: string; email: string }>(
     [...unique.values()].map((u) => stmt.bind(newUserId(), u.email, u.name ?? null, now, now)),
   );
-  const created = results.reduce((n, r) => n + (r.meta.changes ?? 0), 0);
-  return json({ created, existing: input.users.length - created });
+  const rows = results.flatMap((r) => r.results);
+  await rememberInShards(c, rows, now);
+  return json({ created: rows.length, existing: input.users.length - rows.length });
+}
+
+/**
+ * Tells each new user's address shard (ChallengeStore, current generation) who the address belongs
+ * to, one call per shard, so the first sign-in of a created or imported user reads no D1. Only a cache:
+ * if a shard cannot take it, that user's first sign-in reads D1 instead.
+ */
+async function rememberInShards(c: Context<AppEnv>, users: { id: string; email: string }[], now: number) {
+  const config = c.get("config");
+  const byShard = new Map<string, { ref: ReturnType<typeof routeKey>; users: { emailKey: string; id: string }[] }>();
+  for (const u of users) {
+    const emailKey = await auditEmailKey(config, u.email);
+    const ref = routeKey(config.SHARDS, "challenge", emailKey);
+    const name = objectName(ref);
+    const entry = byShard.get(name) ?? { ref, users: [] };
+    entry.users.push({ emailKey, id: u.id });
+    byShard.set(name, entry);
+  }
+  await Promise.all(
+    [...byShard.values()].map(({ ref, users: list }) =>
+      shard(c.env, "challenge", ref)
+        .rememberUsers(list, now)
+        .catch((err: unknown) =>
+          console.error("users: a shard could not remember", err instanceof Error ? err.message : err),
+        ),
+    ),
+  );
 }
 
 export async function getUser(c: Context<AppEnv>): Promise<Response> {
