@@ -1,16 +1,31 @@
 import { countVerbCalls, ShardStore } from "./shard-store";
 
+/** A login, as its tokens and codes name it: for the check that it has not ended since. */
+export interface LoginRef {
+  sid: string;
+  sub: string;
+  /** When the person signed in (s, `auth_time`). */
+  authTime: number;
+}
+
 /**
- * Revocation marks for access tokens. A login's tokens are all placed in the shard its `sid` names,
- * so one call checks a token's `jti`, its grant and its session together, and one call revokes a
- * whole session or grant. A mark lives as long as the longest token it can affect.
+ * Revocation marks. A login's tokens are all placed in the shard its `sid` names, so one call checks
+ * a token's `jti`, its grant and its session together, and one call revokes a whole session or grant.
+ * A revoked or deleted user is marked in every shard (`user:<id>` with the time of the revoke), so the
+ * same one call also says whether the login's user was revoked after it began. A mark lives as long
+ * as the longest token it can affect.
  */
 export class RevocationStore extends ShardStore {
   protected schema(): string[] {
     return [
-      "CREATE TABLE IF NOT EXISTS revoked (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL)",
+      "CREATE TABLE IF NOT EXISTS revoked (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, at INTEGER)",
       "CREATE INDEX IF NOT EXISTS revoked_exp ON revoked(expires_at)",
     ];
+  }
+
+  protected override upgrades(): Record<string, string[]> {
+    // Shards created before user marks: `at` is the revoke time (ms) of a `user:` mark, null otherwise.
+    return { revoked: ["ALTER TABLE revoked ADD COLUMN at INTEGER"] };
   }
 
   protected expiringTables(): string[] {
@@ -28,10 +43,36 @@ export class RevocationStore extends ShardStore {
     await this.expireAt(expiresAt);
   }
 
+  /** Every login of `userId` that began at or before `at` (ms) has ended (an admin revoke or delete). */
+  async revokeUser(userId: string, at: number, expiresAt: number): Promise<void> {
+    this.sql.exec(
+      `INSERT INTO revoked (key, expires_at, at) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE
+       SET at = MAX(COALESCE(at, 0), excluded.at), expires_at = MAX(expires_at, excluded.expires_at)`,
+      `user:${userId}`,
+      expiresAt,
+      at,
+    );
+    await this.expireAt(expiresAt);
+  }
+
   anyRevoked(keys: string[]): boolean {
     if (keys.length === 0) return false;
     const marks = keys.map(() => "?").join(",");
     return this.sql.exec(`SELECT 1 FROM revoked WHERE key IN (${marks}) LIMIT 1`, ...keys).toArray().length > 0;
+  }
+
+  /** The login has ended: its session was logged out or revoked, or its user revoked or deleted since it began. */
+  loginEnded(login: LoginRef): boolean {
+    return (
+      this.sql
+        .exec(
+          "SELECT 1 FROM revoked WHERE key = ? OR (key = ? AND at >= ?) LIMIT 1",
+          `sid:${login.sid}`,
+          `user:${login.sub}`,
+          login.authTime * 1000,
+        )
+        .toArray().length > 0
+    );
   }
 }
 countVerbCalls(RevocationStore);

@@ -21,10 +21,6 @@ export interface SessionInfo {
   expires_at: number;
 }
 
-export type ResumeResult =
-  | { ok: true; request: AuthRequest; session: SessionInfo }
-  | { ok: false; reason: "unknown_tx" | "session_mismatch" };
-
 /** What a verified code makes: a session, born from one login transaction. */
 export interface StartSession {
   /** SHA-256 of the login transaction's id: one transaction makes at most one session. */
@@ -32,10 +28,6 @@ export interface StartSession {
   /** SHA-256 of the session cookie. */
   sessionHash: string;
   session: SessionInfo;
-  /** The authorization request the transaction carried, for `redirect_to` to finish, once. */
-  request: AuthRequest;
-  /** Until when `redirect_to` may finish it: the transaction's own expiry (ms). */
-  requestExpiresAt: number;
   now: number;
   /** The `sign_in` audit event, written in the same transaction. */
   signIn?: AuditEvent;
@@ -44,9 +36,9 @@ export interface StartSession {
 /**
  * Browser sessions, keyed by the SHA-256 of the session cookie, so storage never holds a usable
  * cookie. The login transaction itself is not stored: it travels sealed in `tx` (op-auth's
- * login-tx.ts). A session row remembers the hash of the transaction that made it, which makes a
- * transaction good for one session, and holds that transaction's authorization request until
- * `redirect_to` turns it into a code, once.
+ * login-tx.ts), nor is a verified one: `redirect_to` carries it sealed, and following it stores the
+ * session. A session row remembers the hash of the transaction that made it, which makes a
+ * transaction good for one session (and so for one code).
  */
 export class SessionStore extends ShardStore {
   protected schema(): string[] {
@@ -58,9 +50,7 @@ export class SessionStore extends ShardStore {
         email TEXT NOT NULL,
         auth_time INTEGER NOT NULL,
         expires_at INTEGER NOT NULL,
-        tx_hash TEXT,
-        pending_request TEXT,
-        pending_until INTEGER)`,
+        tx_hash TEXT)`,
       "CREATE INDEX IF NOT EXISTS sessions_exp ON sessions(expires_at)",
       // Login transactions lived in this table before they were sealed into `tx`; nothing reads it.
       "DROP TABLE IF EXISTS login_tx",
@@ -68,14 +58,8 @@ export class SessionStore extends ShardStore {
   }
 
   protected override upgrades(): Record<string, string[]> {
-    // Shards created before sealed transactions have a sessions table without these columns.
-    return {
-      sessions: [
-        "ALTER TABLE sessions ADD COLUMN tx_hash TEXT",
-        "ALTER TABLE sessions ADD COLUMN pending_request TEXT",
-        "ALTER TABLE sessions ADD COLUMN pending_until INTEGER",
-      ],
-    };
+    // Shards created before sealed transactions have a sessions table without this column.
+    return { sessions: ["ALTER TABLE sessions ADD COLUMN tx_hash TEXT"] };
   }
 
   protected override indexes(): string[] {
@@ -88,15 +72,14 @@ export class SessionStore extends ShardStore {
   }
 
   /**
-   * Finishes the login of a transaction whose code was verified: creates the session and keeps the
-   * authorization request for `redirect_to`. False when the transaction already made a session (a
-   * replayed or raced verify), in which case nothing is written.
+   * Stores the session a verified login made, when its `redirect_to` is followed. False when the
+   * transaction already made a session (a replayed or raced `redirect_to`): nothing is written.
    */
   async startSession(a: StartSession): Promise<boolean> {
     const done = this.ctx.storage.transactionSync(() => {
       const cur = this.sql.exec(
-        `INSERT INTO sessions (session_hash, sid, sub, email, auth_time, expires_at, tx_hash, pending_request, pending_until)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tx_hash) DO NOTHING`,
+        `INSERT INTO sessions (session_hash, sid, sub, email, auth_time, expires_at, tx_hash)
+         VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tx_hash) DO NOTHING`,
         a.sessionHash,
         a.session.sid,
         a.session.sub,
@@ -104,8 +87,6 @@ export class SessionStore extends ShardStore {
         a.session.auth_time,
         a.session.expires_at,
         a.txHash,
-        JSON.stringify(a.request),
-        a.requestExpiresAt,
       );
       if (cur.rowsWritten === 0) return false;
       if (a.signIn) this.recordAudit([a.signIn]);
@@ -113,30 +94,6 @@ export class SessionStore extends ShardStore {
     });
     if (done) await (a.signIn ? this.auditFlushSoon() : this.expireAt(a.session.expires_at));
     return done;
-  }
-
-  /**
-   * The authorization request of a finished transaction, for the session that finished it. Single
-   * use: the request is cleared, so `redirect_to` yields one code.
-   */
-  resumeLogin(txHash: string, sessionHash: string | null, now: number): ResumeResult {
-    const row = this.sql
-      .exec<Record<keyof SessionInfo, never> & { session_hash: string; pending_request: string | null }>(
-        `SELECT session_hash, sid, sub, email, auth_time, expires_at, pending_request FROM sessions
-         WHERE tx_hash = ? AND expires_at > ? AND pending_until > ?`,
-        txHash,
-        now,
-        now,
-      )
-      .toArray()[0];
-    if (!row?.pending_request) return { ok: false, reason: "unknown_tx" };
-    if (row.session_hash !== sessionHash) return { ok: false, reason: "session_mismatch" };
-    this.sql.exec(
-      "UPDATE sessions SET pending_request = NULL, pending_until = NULL WHERE session_hash = ?",
-      row.session_hash,
-    );
-    const { session_hash: _, pending_request: request, ...session } = row;
-    return { ok: true, request: JSON.parse(request) as AuthRequest, session };
   }
 
   session(sessionHash: string, now: number): SessionInfo | null {

@@ -188,6 +188,15 @@ describe("authorization errors shown on Keyway's page (B1, B2)", () => {
     expect(ok.status).toBe(200);
     for (const bad of ["http://127.0.0.1:5555/cb2", "http://localhost:1234/cb", "http://[::1]:1234/cb"])
       await expectErrorPage(await call(`/authorize?${authorizeQuery(client, challenge, { redirect_uri: bad })}`));
+    // A port no URL can have is a clear error page, for a good request and for one that would
+    // otherwise be answered with an error redirect (it once answered 500).
+    for (const port of ["65536", "99999"])
+      for (const extra of [{}, { response_type: "token" }] as Record<string, string>[])
+        await expectErrorPage(
+          await call(
+            `/authorize?${authorizeQuery(client, challenge, { redirect_uri: `http://127.0.0.1:${port}/cb`, ...extra })}`,
+          ),
+        );
 
     // The login completes at the presented port, and the token request must name that same URI.
     const login = await loginForCode(client, undefined, { extra: { redirect_uri: other } });
@@ -263,13 +272,16 @@ describe("AuthorizeCode (CONTRACT §2.4)", () => {
     expect(login.redirect.searchParams.get("iss")).toBe(ISSUER);
     expect(login.redirect.searchParams.get("code")).toMatch(/^ac_/);
     expect(`${login.redirect.origin}${login.redirect.pathname}`).toBe(client.redirect_uris[0]);
-    // The tx cookie is cleared, and the transaction's request is used up.
+    // The tx cookie is cleared; the transaction made its one session, and `redirect_to` is used up.
     expect(login.browser.cookies.has("kw_tx")).toBe(false);
     const txHash = await sha256(sealedIdPart(login.tx));
     expect(
-      await sql(stubForId("session", login.tx), "SELECT pending_request FROM sessions WHERE tx_hash = ?", txHash),
-    ).toEqual([{ pending_request: null }]);
+      await sql(stubForId("session", login.tx), "SELECT COUNT(*) AS n FROM sessions WHERE tx_hash = ?", txHash),
+    ).toEqual([{ n: 1 }]);
+    await expectErrorPage(await login.browser.fetch(login.redirectTo));
+    // Neither the bare id nor the transaction itself opens as a verified login.
     await expectErrorPage(await login.browser.fetch(`/authorize?tx=${encodeURIComponent(sealedIdPart(login.tx))}`));
+    await expectErrorPage(await login.browser.fetch(`/authorize?tx=${encodeURIComponent(login.tx)}`));
     // The code carries its grant sealed; nothing is stored until it is redeemed, in the shard its id names.
     expect(login.code).not.toContain("n-456");
     expect(await openSealed<{ grant: unknown }>("code", login.code)).toMatchObject({
@@ -295,7 +307,7 @@ describe("AuthorizeCode (CONTRACT §2.4)", () => {
     };
     const ver = await browser.postJson("/email-code/verify", { tx, email, code: mail.messages[0]?.code });
     const { redirect_to } = (await ver.json()) as { redirect_to: string };
-    expect(redirect_to).toBe(`${ISSUER}/authorize?tx=${encodeURIComponent(sealedIdPart(tx))}`);
+    expect(redirect_to.startsWith(`${ISSUER}/authorize?tx=${encodeURIComponent(sealedIdPart(tx))}.`)).toBe(true);
     await expectErrorPage(await new Browser().fetch(redirect_to));
     // The foreign attempt did not consume it.
     const fin = await browser.fetch(redirect_to);

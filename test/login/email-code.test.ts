@@ -11,6 +11,7 @@ import {
   ISSUER,
   loginForCode,
   mailbox,
+  openSealed,
   pinClock,
   pkce,
   policy,
@@ -337,15 +338,19 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     return { ...s, email, code: messages[0]?.code as string };
   }
 
-  it("creates a session: redirect_to, the session cookie, and the stored session", async () => {
+  it("makes a session: redirect_to carries it sealed, the cookie names it, following redirect_to stores it", async () => {
     const client = await registerClient();
     const { browser, tx, email, code } = await generated(client);
     const res = await browser.postJson("/email-code/verify", { tx, email, code });
     expect(res.status).toBe(200);
     expect(res.headers.get("cache-control")).toBe("no-store");
-    expect(await res.json()).toEqual({
-      redirect_to: `${ISSUER}/authorize?tx=${encodeURIComponent(sealedIdPart(tx))}`,
-    });
+    const { redirect_to } = (await res.json()) as { redirect_to: string };
+    const prefix = `${ISSUER}/authorize?tx=`;
+    expect(redirect_to.startsWith(prefix)).toBe(true);
+    const done = decodeURIComponent(redirect_to.slice(prefix.length));
+    // The same transaction id, with the login sealed under another purpose than the transaction's.
+    expect(sealedIdPart(done)).toBe(sealedIdPart(tx));
+    expect(await openSealed("tx", done)).toBeNull();
     const cookie = setCookieOf(res, "kw_session");
     expect(cookie?.value).toMatch(/^ses_/);
     expect(cookie?.attrs).toEqual(expect.arrayContaining(["HttpOnly", "SameSite=Lax", "Path=/"]));
@@ -356,14 +361,25 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
       .first<{ id: string }>();
     expect(user).toBeTruthy();
     const sessionId = cookie?.value as string;
-    // The session lives in the tx's shard, keyed by the hash of the cookie.
-    expect(stubForId("session", sessionId).id.toString()).toBe(stubForId("session", tx).id.toString());
-    const [session] = await sql<{ sub: string; sid: string; auth_time: number; expires_at: number }>(
-      stubForId("session", sessionId),
-      "SELECT sub, sid, auth_time, expires_at FROM sessions WHERE session_hash = ?",
-      await sha256(sessionId),
+    const sealed = await openSealed<{ session: { sub: string; sid: string }; session_hash: string }>(
+      "verified-tx",
+      done,
     );
+    expect(sealed).toMatchObject({ session: { sub: user?.id }, session_hash: await sha256(sessionId) });
+    // The session lives in the tx's shard, keyed by the hash of the cookie, once redirect_to is followed.
+    expect(stubForId("session", sessionId).id.toString()).toBe(stubForId("session", tx).id.toString());
+    const stored = () =>
+      sql<{ sub: string; sid: string; auth_time: number; expires_at: number }>(
+        stubForId("session", sessionId),
+        "SELECT sub, sid, auth_time, expires_at FROM sessions WHERE session_hash = ?",
+        sessionHash,
+      );
+    const sessionHash = await sha256(sessionId);
+    expect(await stored()).toEqual([]);
+    expect((await browser.fetch(redirect_to)).status).toBe(302);
+    const [session] = await stored();
     expect(session?.sub).toBe(user?.id);
+    expect(session?.sid).toBe(sealed?.session.sid);
     expect(session?.sid).toMatch(/^sid_/);
     expect((session?.expires_at as number) - (session?.auth_time as number) * 1000).toBeGreaterThanOrEqual(86_400_000);
     expect((session?.expires_at as number) - (session?.auth_time as number) * 1000).toBeLessThan(86_401_000);
@@ -551,6 +567,11 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     const { browser, tx, email, code } = await generated(client);
     const results = await Promise.all([0, 1, 2].map(() => browser.postJson("/email-code/verify", { tx, email, code })));
     expect(results.map((r) => r.status).sort()).toEqual([200, 400, 400]);
+    const ok = results.find((r) => r.status === 200) as Response;
+    const { redirect_to } = (await ok.json()) as { redirect_to: string };
+    // Its redirect_to followed three times at once: one session, one code.
+    const followed = await Promise.all([0, 1, 2].map(() => browser.fetch(redirect_to)));
+    expect(followed.map((r) => r.status).sort()).toEqual([302, 400, 400]);
     const user = await env.DB.prepare("SELECT id FROM users WHERE email = ?").bind(email).first<{ id: string }>();
     const sessions = await sql(stubForId("session", tx), "SELECT sid FROM sessions WHERE sub = ?", user?.id);
     expect(sessions).toHaveLength(1);
@@ -587,6 +608,8 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     const newSession = setCookieOf(res, "kw_session")?.value;
     expect(newSession).toMatch(/^ses_/);
     expect(newSession).not.toBe(oldSession);
+    const { redirect_to } = (await res.json()) as { redirect_to: string };
+    expect((await browser.fetch(redirect_to)).status).toBe(302);
     // The old session is over: gone from storage, and it no longer answers prompt=none.
     expect(
       await sql(
@@ -657,7 +680,9 @@ describe("the HTML login page, form-encoded (CONTRACT §2, a person in a browser
 
     const done = await browser.postForm("/email-code/verify", { tx, email, code }, { Origin: ISSUER });
     expect(done.status).toBe(303);
-    expect(done.headers.get("location")).toBe(`${ISSUER}/authorize?tx=${encodeURIComponent(sealedIdPart(tx))}`);
+    expect(
+      done.headers.get("location")?.startsWith(`${ISSUER}/authorize?tx=${encodeURIComponent(sealedIdPart(tx))}.`),
+    ).toBe(true);
     expect(setCookieOf(done, "kw_session")?.attrs).toEqual(
       expect.arrayContaining(["HttpOnly", "SameSite=Lax", "Path=/"]),
     );

@@ -49,4 +49,20 @@ describe("admin authentication (CONTRACT §5, F1)", () => {
     const res = await call("/admin/v1/shards", { headers: { Authorization: `Bearer ${env.ADMIN_TOKEN}` } });
     expect(res.status).toBe(200);
   });
+
+  it("marks every admin answer no-store: successes, errors and refusals", async () => {
+    const auth = { Authorization: `Bearer ${env.ADMIN_TOKEN}` };
+    for (const [path, headers, status] of [
+      ["/admin/v1/shards", auth, 200],
+      ["/admin/v1/users?limit=2", auth, 200],
+      ["/admin/v1/clients", auth, 200],
+      ["/admin/v1/users/usr_nope", auth, 404],
+      ["/admin/v1/users?limit=-1", auth, 400],
+      ["/admin/v1/shards", {}, 401],
+    ] as const) {
+      const res = await call(path, { headers });
+      expect(res.status, path).toBe(status);
+      expect(res.headers.get("cache-control"), `${path} ${status}`).toBe("no-store");
+    }
+  });
 });

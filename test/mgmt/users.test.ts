@@ -113,6 +113,15 @@ describe("users (CONTRACT §5)", () => {
     expect(second.users.map((u) => u.id)).not.toContain(first.users[0]?.id);
   });
 
+  it("refuses a page size that is not a whole number from 1 to 1000 with 400, never every user or a 503", async () => {
+    for (const limit of ["-1", "0", "1.5", "1001", "abc", ""]) {
+      const res = await admin(`/users?limit=${limit}`);
+      expect(res.status, `limit=${limit}`).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe("invalid_request");
+    }
+    expect((await admin("/users?limit=1000")).status).toBe(200);
+  });
+
   it("deletes a user: 204, then 404, and their tokens stop working", async () => {
     const client = await registerClient();
     const { tokens, email } = await fullLogin(client);

@@ -1,21 +1,12 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { AuthRequest, SessionInfo } from "../../durable-objects/session-store";
+import type { SessionInfo } from "../../durable-objects/session-store";
 import { sql } from "../support/harness";
 
 const T0 = 1_900_000_000_000;
-const TX_EXP = T0 + 900_000;
 
 let n = 0;
 const fresh = () => env.SESSIONS.get(env.SESSIONS.idFromName(`test-session-${++n}-${Math.random()}`));
-const REQ: AuthRequest = {
-  client_id: "client-a",
-  redirect_uri: "https://rp.example.com/cb",
-  scope: "openid email",
-  state: "st",
-  nonce: "nn",
-  code_challenge: "cc",
-};
 const session = (over: Partial<SessionInfo> = {}): SessionInfo => ({
   sub: "usr_1",
   email: "a@example.com",
@@ -27,7 +18,7 @@ const session = (over: Partial<SessionInfo> = {}): SessionInfo => ({
 
 /** A verified login: the session a transaction makes (startSession's named arguments). */
 const start = (s: ReturnType<typeof fresh>, txHash: string, sessionHash: string, info: SessionInfo, now = T0) =>
-  s.startSession({ txHash, sessionHash, session: info, request: REQ, requestExpiresAt: TX_EXP, now });
+  s.startSession({ txHash, sessionHash, session: info, now });
 
 describe("SessionStore", () => {
   it("makes one session per login transaction, atomically, even under concurrency (A7)", async () => {
@@ -38,35 +29,22 @@ describe("SessionStore", () => {
     expect(results.filter(Boolean)).toHaveLength(1);
     const sessions = await sql(s, "SELECT session_hash FROM sessions WHERE sid LIKE 'sid-c-%'");
     expect(sessions).toHaveLength(1);
-    // Finished: the transaction makes no second session, even after the first has been resumed.
-    const [made] = sessions as { session_hash: string }[];
-    expect((await s.resumeLogin("tx-c", made?.session_hash ?? null, T0 + 2)).ok).toBe(true);
+    // Finished: the transaction makes no second session, and the refused ones wrote nothing.
     expect(await start(s, "tx-c", "sh-again", session(), T0 + 3)).toBe(false);
+    expect(await sql(s, "SELECT COUNT(*) AS n FROM sessions")).toEqual([{ n: 1 }]);
   });
 
-  it("resumes a finished login once, for the session that finished it", async () => {
+  it("keeps a transaction spent for as long as the session it made, even after a logout", async () => {
     const s = fresh();
     const info = session();
-    expect(await s.resumeLogin("tx", "sh", T0)).toEqual({ ok: false, reason: "unknown_tx" });
     expect(await start(s, "tx", "sh", info)).toBe(true);
-    expect(await s.resumeLogin("tx", "other", T0)).toEqual({ ok: false, reason: "session_mismatch" });
-    expect(await s.resumeLogin("tx", null, T0)).toEqual({ ok: false, reason: "session_mismatch" });
-    expect(await s.resumeLogin("tx", "sh", T0 + 1)).toEqual({ ok: true, request: REQ, session: info });
-    // Single use: the request is gone, the session stays.
-    expect(await s.resumeLogin("tx", "sh", T0 + 2)).toEqual({ ok: false, reason: "unknown_tx" });
-    expect(await sql(s, "SELECT pending_request FROM sessions WHERE session_hash = 'sh'")).toEqual([
-      { pending_request: null },
-    ]);
-    expect(await s.session("sh", T0 + 3)).toEqual(info);
-  });
-
-  it("does not resume after the transaction's expiry, or for a session that has ended", async () => {
-    const s = fresh();
-    await start(s, "tx-late", "sh-late", session());
-    expect(await s.resumeLogin("tx-late", "sh-late", TX_EXP)).toEqual({ ok: false, reason: "unknown_tx" });
-    await start(s, "tx-ended", "sh-ended", session());
-    await s.endSession("sh-ended");
-    expect(await s.resumeLogin("tx-ended", "sh-ended", T0)).toEqual({ ok: false, reason: "unknown_tx" });
+    expect(await s.session("sh", T0 + 1)).toEqual(info);
+    expect(await sql(s, "SELECT tx_hash FROM sessions WHERE session_hash = 'sh'")).toEqual([{ tx_hash: "tx" }]);
+    expect(await s.endSession("sh")).toBe(info.sid);
+    // Ended: the row is gone. A `redirect_to` replayed within its transaction's lifetime would need
+    // the ended session's cookie, and the session it remade would carry the ended `sid`, which the
+    // logout marked revoked: its code is refused at the token endpoint (token/authorization-code.test.ts).
+    expect(await s.session("sh", T0 + 2)).toBeNull();
   });
 
   it("serves a session until its absolute expiry", async () => {

@@ -232,6 +232,8 @@ export interface LoginResult {
   verifier: string;
   redirect: URL;
   tx: string;
+  /** What the verify answered: the login, sealed onto the transaction's id. */
+  redirectTo: string;
 }
 
 /** Steps 1-4 of CONTRACT §2 as an API client: returns the authorization code. */
@@ -252,7 +254,14 @@ export async function loginForCode(
   const fin = await browser.fetch(redirect_to);
   expect(fin.status, await fin.clone().text()).toBe(302);
   const redirect = new URL(fin.headers.get("location") as string);
-  return { browser, code: redirect.searchParams.get("code") as string, verifier, redirect, tx };
+  return {
+    browser,
+    code: redirect.searchParams.get("code") as string,
+    verifier,
+    redirect,
+    tx,
+    redirectTo: redirect_to,
+  };
 }
 
 /** With a live session in `browser`, the authorization request again: a new code without a login. */
@@ -409,8 +418,12 @@ export function writeBehindStub(kind: "mail" | "audit", shardNo: number): Durabl
  * The state a sealed id carries (a login transaction's request, a code's grant), opened with the test
  * env's secret by Keyway's own codec: what a holder of the secret, and only one, can read.
  */
-export async function openSealed<T = Record<string, unknown>>(kind: "tx" | "code", value: string): Promise<T | null> {
-  const opened = await openSealedId<T>(loadConfig(env), kind, kind === "tx" ? "login-tx" : "auth-code", value);
+export async function openSealed<T = Record<string, unknown>>(
+  kind: "tx" | "verified-tx" | "code",
+  value: string,
+): Promise<T | null> {
+  const purpose = ({ tx: "login-tx", "verified-tx": "login-done", code: "auth-code" } as const)[kind];
+  const opened = await openSealedId<T>(loadConfig(env), kind === "code" ? "code" : "tx", purpose, value);
   return opened?.state ?? null;
 }
 

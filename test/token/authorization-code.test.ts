@@ -1,21 +1,26 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
+  admin,
   basicAuth,
   call,
+  codeFromSession,
   form,
   fullLogin,
   ISSUER,
   idParts,
   loginForCode,
+  pinClock,
   policy,
   redeem,
   refreshGrant,
   registerClient,
+  sealedIdPart,
   sha256,
   sql,
   stubForId,
   type Tokens,
+  uniqueEmail,
   userinfo,
   verifyJwt,
   withVars,
@@ -384,6 +389,59 @@ describe("Token: authorization_code (CONTRACT §2.5, §3)", () => {
   it("refuses a grant type the client did not register with unauthorized_client", async () => {
     const client = await registerClient({ grant_types: ["authorization_code"] });
     await expectOAuthError(await refreshGrant(client, "gr_0_0_x.y"), 400, "unauthorized_client");
+  });
+});
+
+describe("a code dies with its login (CONTRACT §3, §5)", () => {
+  /** The code's spent mark: the grant it issued, null when it issued nothing. */
+  const spentGrant = async (code: string) =>
+    (
+      await sql<{ grant_id: string | null }>(
+        stubForId("code", code),
+        "SELECT grant_id FROM spent_codes WHERE code_hash = ?",
+        await sha256(sealedIdPart(code)),
+      )
+    )[0]?.grant_id;
+
+  it("refuses a code whose session was logged out before it was redeemed, and spends it issuing nothing", async () => {
+    const client = await registerClient();
+    const first = await fullLogin(client);
+    // A second code from the same session (same sid), then a logout of that session.
+    const later = await codeFromSession(first.browser, client);
+    const hint = new URLSearchParams({ id_token_hint: first.tokens.id_token });
+    expect((await first.browser.fetch(`/logout?${hint}`)).status).toBe(200);
+    await expectOAuthError(await redeem(client, later.code, later.verifier), 400, "invalid_grant");
+    expect(await spentGrant(later.code)).toBeNull();
+    // Spent: a second try is refused the same way, and revokes nothing.
+    await expectOAuthError(await redeem(client, later.code, later.verifier), 400, "invalid_grant");
+  });
+
+  for (const action of ["revoked", "deleted"] as const) {
+    it(`refuses a code whose user was ${action} after the login began`, async () => {
+      const client = await registerClient();
+      const email = uniqueEmail(action);
+      const login = await loginForCode(client, email);
+      const user = await env.DB.prepare("SELECT id FROM users WHERE email = ?").bind(email).first<{ id: string }>();
+      const res =
+        action === "revoked"
+          ? await admin(`/users/${user?.id}/revoke`, { method: "POST" })
+          : await admin(`/users/${user?.id}`, { method: "DELETE" });
+      expect(res.status).toBeLessThan(300);
+      await expectOAuthError(await redeem(client, login.code, login.verifier), 400, "invalid_grant");
+      expect(await spentGrant(login.code)).toBeNull();
+    });
+  }
+
+  it("still redeems the code of a login that began after the user was revoked", async () => {
+    const client = await registerClient();
+    const email = uniqueEmail("after");
+    const at = pinClock();
+    await fullLogin(client, email);
+    const user = await env.DB.prepare("SELECT id FROM users WHERE email = ?").bind(email).first<{ id: string }>();
+    expect((await admin(`/users/${user?.id}/revoke`, { method: "POST" })).status).toBe(200);
+    at(61_000);
+    const login = await loginForCode(client, email);
+    await expectTokens(await redeem(client, login.code, login.verifier));
   });
 });
 

@@ -161,6 +161,7 @@ export function redirectUriAllowed(client: Client, uri: string): boolean {
 
 function loopbackParts(uri: string): { host: string; rest: string } | null {
   const m = /^http:\/\/(127\.0\.0\.1|\[::1\])(?::(\d{1,5}))?(\/[^#]*)?$/.exec(uri);
-  if (!m) return null;
+  // A port past 65535 is no URL at all (URL parsing would throw later): not a loopback redirect.
+  if (!m || Number(m[2] ?? 0) > 65_535) return null;
   return { host: m[1] as string, rest: m[3] ?? "" };
 }

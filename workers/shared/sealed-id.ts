@@ -11,8 +11,11 @@ import { type IdKind, issueId, type ParsedId, parseId, type ShardRef } from "./s
  * code was spent, that a transaction made its session).
  */
 
-/** Seals of the login transaction and of authorization codes never open as each other. */
-export type SealPurpose = "login-tx" | "auth-code";
+/**
+ * Seals of different purposes never open as each other: a login transaction, the same transaction once
+ * its code was verified (what `redirect_to` carries), an authorization code.
+ */
+export type SealPurpose = "login-tx" | "login-done" | "auth-code";
 
 /** Enough for any state a login carries (an authorization request's `state` may be 8 KiB). */
 const MAX_LENGTH = 16_384;
@@ -30,6 +33,16 @@ export async function issueSealedId<T>(
   const { id, ref } = issueId(config.SHARDS, kind, onto);
   const value = `${id}.${await seal(material(config, purpose), JSON.stringify(state), id)}`;
   return { value, id, ref };
+}
+
+/** New state sealed onto an id already issued (a transaction moving to its next step). */
+export async function sealOnto<T>(
+  config: Pick<Config, "OTP_HMAC_SECRET">,
+  id: string,
+  purpose: SealPurpose,
+  state: T,
+): Promise<string> {
+  return `${id}.${await seal(material(config, purpose), JSON.stringify(state), id)}`;
 }
 
 /** The id and state of a sealed id; null for anything malformed, forged, of another kind or purpose. */

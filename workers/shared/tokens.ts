@@ -3,7 +3,7 @@ import type { Config } from "./config";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
 import { keyRing, type SigningAlg } from "./keys";
-import { ID_PREFIX, issueId, parseId } from "./sharding";
+import { issueId, parseId } from "./sharding";
 import { shard } from "./stores";
 
 /** Claims Keyway puts in an access token besides the RFC 9068 ones: `sid` and `grant_id` drive revocation. */
@@ -123,7 +123,7 @@ export async function verifyAccessToken(env: Env, config: Config, token: string)
       typ: "at+jwt",
       issuer: config.ISSUER,
       audience: accessTokenAudience(config),
-      requiredClaims: ["sub", "jti", "exp", "iat", "client_id", "sid", "grant_id"],
+      requiredClaims: ["sub", "jti", "exp", "iat", "auth_time", "client_id", "sid", "grant_id"],
     });
     return payload as AccessTokenClaims;
   } catch {
@@ -156,13 +156,29 @@ export async function requireLiveAccessToken(env: Env, config: Config, token: st
   return claims;
 }
 
+/** How long a revocation mark must last: as long as any token it can affect. */
+const markHorizon = (config: Config, from: number) =>
+  from + Math.max(config.POLICY.access_token_ttl_seconds, config.POLICY.refresh_token_ttl_seconds) * 1000;
+
+/**
+ * Ends every login of a user that began at or before `at` (ms): a mark in every revocation shard of
+ * every generation, since a login's sid may name any of them. An admin action, rare; the token
+ * endpoint then refuses a code of such a login in the one call it makes to the sid's shard.
+ */
+export async function revokeUserEverywhere(env: Env, config: Config, userId: string, at: number): Promise<void> {
+  const horizon = markHorizon(config, at);
+  await Promise.all(
+    config.SHARDS.revocation.flatMap((count, gen) =>
+      Array.from({ length: count }, (_, s) =>
+        shard(env, "revocation", { store: "revocation", gen, shard: s }).revokeUser(userId, at, horizon),
+      ),
+    ),
+  );
+}
+
 /** Revokes a session's or grant's tokens in the revocation shard its sid names. */
 export async function revokeInSidShard(env: Env, config: Config, sid: string, keys: string[]): Promise<void> {
   const parsed = parseId(config.SHARDS, "sid", sid);
   if (!parsed) return;
-  const horizon =
-    Date.now() + Math.max(config.POLICY.access_token_ttl_seconds, config.POLICY.refresh_token_ttl_seconds) * 1000;
-  await shard(env, "revocation", parsed.ref).revoke(keys, horizon);
+  await shard(env, "revocation", parsed.ref).revoke(keys, markHorizon(config, Date.now()));
 }
-
-export const isKeywayRefreshToken = (token: string) => token.startsWith(`${ID_PREFIX.grant}_`);

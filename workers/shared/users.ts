@@ -38,7 +38,11 @@ export async function findOrCreateUser(env: Env, email: string, now: number): Pr
   return created;
 }
 
-/** A token or session issued at `issuedAtSeconds` for `user` is still good (not deleted, not revoked since). */
-export function userStillValid(user: User | null, issuedAtSeconds: number): user is User {
-  return user !== null && (user.revoked_at === null || user.revoked_at < issuedAtSeconds * 1000);
+/**
+ * A login of `user` that began at `authTimeSeconds` still stands: the user is not deleted, nor revoked
+ * since. Measured from the sign-in, never from a token's `iat`: a token issued after a revoke from a
+ * login made before it is dead too.
+ */
+export function userStillValid(user: User | null, authTimeSeconds: number): user is User {
+  return user !== null && (user.revoked_at === null || user.revoked_at < authTimeSeconds * 1000);
 }

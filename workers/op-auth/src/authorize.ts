@@ -1,10 +1,11 @@
 import type { Context } from "hono";
 import type { AuthRequest, SessionInfo } from "../../../durable-objects/session-store";
 import { type AppEnv, admitNewWork } from "../../shared/app";
+import { requestAuditEvent } from "../../shared/audit";
 import { type CodeGrant, issueCode } from "../../shared/auth-code";
 import { findClient } from "../../shared/clients";
 import type { Config } from "../../shared/config";
-import { sha256 } from "../../shared/crypto";
+import { sha256, timingSafeEqualString } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import {
@@ -31,7 +32,7 @@ import {
   validateAuthorizeRequest,
 } from "./authorize-request";
 import { emailStep, errorPage } from "./login-page";
-import { beginLoginTx } from "./login-tx";
+import { beginLoginTx, openVerifiedLogin } from "./login-tx";
 import { type BrowserSession, currentSession, SESSION_COOKIE, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
@@ -121,27 +122,41 @@ async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promis
   return emailStep({ issuerName: config.ISSUER_NAME, tx, headers: { "Set-Cookie": cookie } });
 }
 
-/** Step 4 after a verified code: `GET redirect_to` with the new session cookie. */
+/**
+ * Step 4 after a verified code: `GET redirect_to` with the new session cookie. The login it carries
+ * sealed becomes a session here, in one call that also makes the transaction spent.
+ */
 async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   const config = c.get("config");
-  const parsedTx = parseId(config.SHARDS, "tx", tx);
-  if (!parsedTx)
-    return errorPage("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
+  const now = Date.now();
+  const login = await openVerifiedLogin(config, tx, now);
+  if (!login) return errorPage("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
   const sessionId = parseId(
     config.SHARDS,
     "session",
     getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)),
   );
   const sessionHash = sessionId ? await sha256(sessionId.id) : null;
-  const result = await shard(c.env, "session", parsedTx.ref).resumeLogin(await sha256(tx), sessionHash, Date.now());
-  if (!result.ok)
+  if (sessionHash === null || !timingSafeEqualString(sessionHash, login.sessionHash))
+    return errorPage("Sign-in expired", "This sign-in was finished in another browser.");
+  const started = await shard(c.env, "session", login.id.ref).startSession({
+    txHash: login.hash,
+    sessionHash,
+    session: login.session,
+    now,
+    signIn: requestAuditEvent(c, {
+      kind: "sign_in",
+      user: login.session.sub,
+      emailKey: login.emailKey,
+      detail: { sid: login.session.sid },
+    }),
+  });
+  if (!started)
     return errorPage(
       "Sign-in expired",
-      result.reason === "session_mismatch"
-        ? "This sign-in was finished in another browser."
-        : "This sign-in is no longer valid, or was already used. Start again from the application.",
+      "This sign-in is no longer valid, or was already used. Start again from the application.",
     );
-  return redirectWithCode(config, result.request, result.session, {
+  return redirectWithCode(config, login.request, login.session, {
     "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config.secureCookies), config.secureCookies),
   });
 }

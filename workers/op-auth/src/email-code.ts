@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { OtpPolicy } from "../../../durable-objects/challenge-store";
 import type { AppEnv } from "../../shared/app";
-import { audit, auditEmailKey, auditEvent, requestAuditEvent } from "../../shared/audit";
+import { audit, auditEmailKey, auditEvent } from "../../shared/audit";
 import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
@@ -14,7 +14,7 @@ import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { takeIpQuota } from "./ip-quota";
 import { codeStep, emailStep, errorPage } from "./login-page";
-import { type LoginTx, openLoginTx } from "./login-tx";
+import { type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
 import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
 
 const OTP_DIGITS = 6;
@@ -221,25 +221,20 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   }
   const user = { id: userId, email };
 
-  // A new session every time, in the transaction's shard. Any session cookie the browser brought is
-  // replaced, never reused (no fixation).
+  // A new session every time, in the transaction's shard, stored when `redirect_to` is followed (it
+  // carries the login sealed: login-tx.ts). Any session cookie the browser brought is replaced, never
+  // reused (no fixation).
   const { id: sessionId } = issueId(config.SHARDS, "session", post.tx.id.ref);
   const { id: sid } = issueId(config.SHARDS, "sid");
   const ttl = config.POLICY.session_ttl_seconds;
-  const started = await shard(c.env, "session", post.tx.id.ref).startSession({
-    txHash: post.tx.hash,
-    sessionHash: await sha256(sessionId),
+  const done = await sealVerifiedLogin(config, post.tx, {
     session: { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
-    request: post.tx.request,
-    requestExpiresAt: post.tx.expiresAt,
-    now,
-    signIn: requestAuditEvent(c, { kind: "sign_in", user: user.id, emailKey, detail: { sid } }),
+    sessionHash: await sha256(sessionId),
+    emailKey,
   });
-  if (!started) throw fail("invalid_request", "the login transaction is already finished");
   endReplacedSession(c);
 
-  // `redirect_to` names the transaction by its id alone: the request waits in the session row.
-  const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(post.tx.id.id)}`;
+  const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(done)}`;
   const cookie = setCookie(cookieName(SESSION_COOKIE, config.secureCookies), sessionId, {
     secure: config.secureCookies,
     maxAge: ttl,

@@ -1,7 +1,7 @@
-import type { AuthRequest } from "../../../durable-objects/session-store";
+import type { AuthRequest, SessionInfo } from "../../../durable-objects/session-store";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
-import { issueSealedId, openSealedId } from "../../shared/sealed-id";
+import { issueSealedId, openSealedId, sealOnto } from "../../shared/sealed-id";
 import { currentGeneration, type ParsedId } from "../../shared/sharding";
 
 /**
@@ -9,9 +9,10 @@ import { currentGeneration, type ParsedId } from "../../shared/sharding";
  * sealed into the `tx` value itself (`<tx id>.<sealed>`), so beginning a login writes nothing.
  * - Bound to the browser: the tx cookie holds the id, and every step requires the two to match.
  * - Expiring: the sealed state carries its expiry.
- * - Single use: the session a verified code makes is stored with the hash of the id, and a second
- *   session from the same transaction is refused (SessionStore.startSession); `redirect_to` names
- *   only the id, and yields one code (SessionStore.resumeLogin).
+ * - Single use: a verified code seals the login it made onto the same id (`redirect_to` carries it,
+ *   see sealVerifiedLogin), and the session is stored, with the hash of the id, only when
+ *   `redirect_to` is followed; a second session from the same transaction is refused
+ *   (SessionStore.startSession), so the transaction yields one session and one code.
  * The id's generation and shard name the SessionStore shard the session will live in.
  */
 export interface LoginTx {
@@ -54,5 +55,58 @@ export async function openLoginTx(config: Config, value: unknown, now: number): 
     request: opened.state.request,
     challengeGen: opened.state.challenge_gen,
     expiresAt: opened.state.exp,
+  };
+}
+
+/**
+ * What a verified code leaves for `redirect_to`: the transaction's request and the session it made,
+ * sealed onto the transaction's id under its own purpose (a `tx` never opens as one). The session is
+ * stored when `redirect_to` is followed (SessionStore.startSession), so verifying writes only the
+ * challenge; the cookie's hash ties the session to the browser that verified.
+ */
+export interface VerifiedLogin {
+  id: ParsedId;
+  hash: string;
+  request: AuthRequest;
+  session: SessionInfo;
+  sessionHash: string;
+  /** The HMAC of the address, for the `sign_in` event. */
+  emailKey: string;
+}
+
+interface VerifiedState {
+  request: AuthRequest;
+  session: SessionInfo;
+  session_hash: string;
+  email_key: string;
+  exp: number;
+}
+
+export async function sealVerifiedLogin(
+  config: Config,
+  tx: LoginTx,
+  login: { session: SessionInfo; sessionHash: string; emailKey: string },
+): Promise<string> {
+  const state: VerifiedState = {
+    request: tx.request,
+    session: login.session,
+    session_hash: login.sessionHash,
+    email_key: login.emailKey,
+    exp: tx.expiresAt,
+  };
+  return sealOnto(config, tx.id.id, "login-done", state);
+}
+
+/** The verified login a `redirect_to` carries; null when malformed, forged or past the transaction's expiry. */
+export async function openVerifiedLogin(config: Config, value: unknown, now: number): Promise<VerifiedLogin | null> {
+  const opened = await openSealedId<VerifiedState>(config, "tx", "login-done", value);
+  if (!opened || opened.state.exp <= now) return null;
+  return {
+    id: opened.id,
+    hash: await sha256(opened.id.id),
+    request: opened.state.request,
+    session: opened.state.session,
+    sessionHash: opened.state.session_hash,
+    emailKey: opened.state.email_key,
   };
 }

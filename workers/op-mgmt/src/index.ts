@@ -13,6 +13,11 @@ import { createUser, deleteUser, getUser, importUsers, listUsers, revokeUser } f
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
 export const app = createApp();
 
+// Admin answers hold users, clients and keys: never kept by a cache on the way (RFC 9111 §5.2.2.5).
+app.use("/admin/*", async (c, next) => {
+  await next();
+  c.res.headers.set("Cache-Control", "no-store");
+});
 app.use("/admin/*", requireAdmin);
 app.use("/admin/*", auditAdminChanges);
 app.get("/admin/v1/audit", listAudit);

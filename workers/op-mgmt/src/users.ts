@@ -7,6 +7,7 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { objectName, routeKey, routeKeyIn } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
+import { revokeUserEverywhere } from "../../shared/tokens";
 import { findUser, newUserId, type User } from "../../shared/users";
 import { body } from "./validation";
 
@@ -91,7 +92,11 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
     const user = await c.env.DB.prepare("SELECT * FROM users WHERE email = ?").bind(e).first<User>();
     return json({ users: user ? [user] : [] });
   }
-  const limit = Math.min(Number(c.req.query("limit") ?? 100) || 100, 1000);
+  const raw = c.req.query("limit");
+  const limit = raw === undefined ? 100 : Number(raw);
+  // Checked here: a bad LIMIT would reach D1 as a query error, which is not overload.
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+    throw new OAuthError("invalid_request", "limit must be a whole number from 1 to 1000");
   const after = c.req.query("after") ?? "";
   const { results } = await c.env.DB.prepare("SELECT * FROM users WHERE id > ? ORDER BY id LIMIT ?")
     .bind(after, limit)
@@ -102,21 +107,25 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
 
 /**
  * Deletes a user. The ChallengeStore shards of the address (every generation) forget which user it
- * was before the answer, so the next sign-in with it reads D1 (and, with open sign-up, creates a new user).
+ * was before the answer, so the next sign-in with it reads D1 (and, with open sign-up, creates a new
+ * user); every revocation shard learns that the user's logins have ended, so a code already issued
+ * is refused at the token endpoint.
  */
 export async function deleteUser(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
+  const userId = c.req.param("id") ?? "";
   const row = await c.env.DB.prepare("DELETE FROM users WHERE id = ? RETURNING email")
-    .bind(c.req.param("id") ?? "")
+    .bind(userId)
     .first<{ email: string }>();
   if (!row) throw new OAuthError("not_found", "no such user");
   const emailKey = await auditEmailKey(config, row.email);
-  await Promise.all(
-    config.SHARDS.challenge.map((_, gen) => {
+  await Promise.all([
+    ...config.SHARDS.challenge.map((_, gen) => {
       const ref = routeKeyIn(config.SHARDS, "challenge", emailKey, gen);
       return ref ? shard(c.env, "challenge", ref).forgetUser(emailKey) : undefined;
     }),
-  );
+    revokeUserEverywhere(c.env, config, userId, Date.now()),
+  ]);
   return new Response(null, { status: 204 });
 }
 
@@ -124,14 +133,17 @@ const REVOKE_SKEW_MARGIN_MS = 50;
 
 /**
  * Ends every session and token of a user: sessions, access and refresh tokens are all checked
- * against `revoked_at` (a login at or before it is dead), so one write reaches every shard.
+ * against `revoked_at` in D1 (a login at or before it is dead), and an authorization code already
+ * issued against the same time in its sid's revocation shard, which every shard is told here.
  */
 export async function revokeUser(c: Context<AppEnv>): Promise<Response> {
   const now = Date.now();
+  const config = c.get("config");
   const row = await c.env.DB.prepare("UPDATE users SET revoked_at = ?, updated_at = ? WHERE id = ? RETURNING *")
     .bind(now, now, c.req.param("id") ?? "")
     .first<User>();
   if (!row) throw new OAuthError("not_found", "no such user");
+  await revokeUserEverywhere(c.env, config, row.id, now);
   // Logins are timed in whole seconds (auth_time, iat), and one timed at or before revoked_at is dead.
   // Answering only once the next second has begun (plus a margin for clock skew between machines)
   // means a login that starts after this response is never mistaken for one from before it.

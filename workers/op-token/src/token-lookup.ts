@@ -36,7 +36,7 @@ async function accessToken(env: Env, config: Config, token: string): Promise<Kno
   const claims = await verifyAccessToken(env, config, token);
   if (!claims) return null;
   const [revoked, user] = await Promise.all([isRevoked(env, config, claims), findUser(env, claims.sub)]);
-  return { type: "access_token", claims, active: !revoked && userStillValid(user, claims.iat ?? 0) };
+  return { type: "access_token", claims, active: !revoked && userStillValid(user, claims.auth_time) };
 }
 
 async function refreshToken(env: Env, config: Config, token: string): Promise<KnownToken | null> {

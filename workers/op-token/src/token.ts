@@ -45,9 +45,10 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
 
 /**
  * The authorization_code grant (RFC 6749 §4.1.3, RFC 7636 §4.6). The code carries its grant sealed
- * (auth-code.ts), so the checks run here; the store call spends it, atomically and once, in the code's
- * AuthCodeStore shard, while the refresh family is created in its own shard at the same time: one
- * round trip. A family whose code turns out spent is never revealed and expires unused.
+ * (auth-code.ts), so the checks run here. Two round trips: the login's revocation shard says whether
+ * it still stands while the refresh family is created in its own shard; then the code is spent,
+ * atomically and once, in its AuthCodeStore shard. A family whose code turns out spent or whose login
+ * has ended is never revealed and expires unused.
  */
 async function redeemCode(
   c: Context<AppEnv>,
@@ -106,22 +107,29 @@ async function redeemCode(
       ),
     );
   }
-  const [result] = await Promise.all([
-    shard(env, "code", opened.id.ref).redeemCode({
-      codeHash: opened.hash,
-      grantId: good ? grantId : null,
-      sid: grant.sid,
-      keepUntil: opened.keep,
-      issued: requestAuditEvent(c, { ...issued, user: grant.sub }),
-    }),
+  // The login must still stand: no logout or session revoke of its sid, no revoke or deletion of its
+  // user since it began. Checked before the code is spent, so an ended login's code issues nothing.
+  const sidRef = parseId(config.SHARDS, "sid", grant.sid);
+  const [ended] = await Promise.all([
+    sidRef
+      ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
+      : true,
     family,
   ]);
+  const result = await shard(env, "code", opened.id.ref).redeemCode({
+    codeHash: opened.hash,
+    grantId: good && !ended ? grantId : null,
+    sid: grant.sid,
+    keepUntil: opened.keep,
+    issued: requestAuditEvent(c, { ...issued, user: grant.sub }),
+  });
   if (result.status === "reused") {
     // RFC 6749 §4.1.2: revoke what the first redemption issued.
     await revokeGrant(env, config, result.grant_id, result.sid);
     throw invalidGrant("the code was already used; its tokens are revoked");
   }
   if (result.status !== "ok" || !good) throw invalidGrant("the code is invalid, expired or used");
+  if (ended) throw invalidGrant("the login this code belongs to has ended");
   return buildTokenResponse(env, config, client, plan);
 }
 
