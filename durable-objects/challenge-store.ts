@@ -14,6 +14,7 @@ export interface OtpPolicy {
   otp_ttl_seconds: number;
   otp_max_attempts: number;
   email_failures_per_hour: number;
+  email_consecutive_failures: number;
   resend_interval_seconds: number;
   sends_per_email_per_hour: number;
 }
@@ -60,12 +61,17 @@ export interface CapturedRow {
 interface Limits {
   failures: number;
   failures_reset_at: number;
+  /** Wrong codes in a row, across hourly windows; a success clears it, so does a day without one. */
+  consecutive: number;
+  consecutive_until: number;
   sends: number;
   sends_reset_at: number;
   last_sent_at: number;
 }
 
 const HOUR = 3_600_000;
+/** How long a run of consecutive failures is remembered after its last failure. */
+export const CONSECUTIVE_FAILURES_WINDOW_MS = 24 * HOUR;
 /** A captured message stays readable this long; the newest this many per address are returned. */
 export const CAPTURED_MAIL_TTL_MS = HOUR;
 export const CAPTURED_MAIL_LIMIT = 50;
@@ -75,13 +81,18 @@ export const KNOWN_USER_TTL_MS = 7 * 24 * HOUR;
 export class ChallengeStore extends ShardStore {
   protected schema(): string[] {
     return [
-      `CREATE TABLE IF NOT EXISTS challenges (
-        email_key TEXT PRIMARY KEY,
+      // One live code per address and login: a new code voids the older one of the same login, never
+      // another login's (someone else's resend must not void a person's own code).
+      `CREATE TABLE IF NOT EXISTS otp_codes (
+        email_key TEXT NOT NULL,
         tx_hash TEXT NOT NULL,
         code_mac TEXT NOT NULL,
         attempts INTEGER NOT NULL DEFAULT 0,
-        expires_at INTEGER NOT NULL)`,
-      "CREATE INDEX IF NOT EXISTS challenges_exp ON challenges(expires_at)",
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (email_key, tx_hash)) WITHOUT ROWID`,
+      "CREATE INDEX IF NOT EXISTS otp_codes_exp ON otp_codes(expires_at)",
+      // Codes were one per address before; those in flight at the upgrade are dropped (a resend fixes it).
+      "DROP TABLE IF EXISTS challenges",
       `CREATE TABLE IF NOT EXISTS email_limits (
         email_key TEXT PRIMARY KEY,
         failures INTEGER NOT NULL,
@@ -89,7 +100,9 @@ export class ChallengeStore extends ShardStore {
         sends INTEGER NOT NULL,
         sends_reset_at INTEGER NOT NULL,
         last_sent_at INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL)`,
+        expires_at INTEGER NOT NULL,
+        consecutive INTEGER NOT NULL DEFAULT 0,
+        consecutive_until INTEGER NOT NULL DEFAULT 0)`,
       "CREATE INDEX IF NOT EXISTS email_limits_exp ON email_limits(expires_at)",
       `CREATE TABLE IF NOT EXISTS captured (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -109,44 +122,78 @@ export class ChallengeStore extends ShardStore {
     ];
   }
 
+  protected override upgrades(): Record<string, string[]> {
+    // Shards created before the consecutive-failure cap.
+    return {
+      email_limits: [
+        "ALTER TABLE email_limits ADD COLUMN consecutive INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE email_limits ADD COLUMN consecutive_until INTEGER NOT NULL DEFAULT 0",
+      ],
+    };
+  }
+
   protected expiringTables(): string[] {
-    return ["challenges", "email_limits", "captured", "known_users"];
+    return ["otp_codes", "email_limits", "captured", "known_users"];
   }
 
   #limits(emailKey: string, now: number): Limits {
     const row = this.sql
       .exec<Limits & Record<string, number>>(
-        "SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at FROM email_limits WHERE email_key = ?",
+        `SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at, consecutive, consecutive_until
+         FROM email_limits WHERE email_key = ?`,
         emailKey,
       )
       .toArray()[0];
-    const l: Limits = row ?? { failures: 0, failures_reset_at: 0, sends: 0, sends_reset_at: 0, last_sent_at: 0 };
+    const l: Limits = row ?? {
+      failures: 0,
+      failures_reset_at: 0,
+      sends: 0,
+      sends_reset_at: 0,
+      last_sent_at: 0,
+      consecutive: 0,
+      consecutive_until: 0,
+    };
     // Fixed one-hour windows that start at the first event after the previous window ended.
     if (l.failures_reset_at <= now) Object.assign(l, { failures: 0, failures_reset_at: now + HOUR });
     if (l.sends_reset_at <= now) Object.assign(l, { sends: 0, sends_reset_at: now + HOUR });
+    if (l.consecutive_until <= now) Object.assign(l, { consecutive: 0, consecutive_until: 0 });
     return l;
+  }
+
+  /** Seconds until the address may try codes again, or 0 when it may now. */
+  #lockedFor(l: Limits, p: OtpPolicy, now: number): number {
+    const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
+    const until = Math.max(
+      l.failures >= p.email_failures_per_hour ? l.failures_reset_at : 0,
+      l.consecutive >= p.email_consecutive_failures ? l.consecutive_until : 0,
+    );
+    return until > now ? secs(until - now) : 0;
   }
 
   #saveLimits(emailKey: string, l: Limits): void {
     this.sql.exec(
       // An upsert, not INSERT OR REPLACE: a replace deletes and reinserts, writing every index twice.
-      `INSERT INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at,
+         consecutive, consecutive_until)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(email_key) DO UPDATE SET failures = excluded.failures, failures_reset_at = excluded.failures_reset_at,
          sends = excluded.sends, sends_reset_at = excluded.sends_reset_at, last_sent_at = excluded.last_sent_at,
-         expires_at = excluded.expires_at`,
+         expires_at = excluded.expires_at, consecutive = excluded.consecutive,
+         consecutive_until = excluded.consecutive_until`,
       emailKey,
       l.failures,
       l.failures_reset_at,
       l.sends,
       l.sends_reset_at,
       l.last_sent_at,
-      Math.max(l.failures_reset_at, l.sends_reset_at),
+      Math.max(l.failures_reset_at, l.sends_reset_at, l.consecutive_until),
+      l.consecutive,
+      l.consecutive_until,
     );
   }
 
   /**
-   * Stores a new code for an email, replacing (voiding) any older one, unless the resend interval,
+   * Stores a new code for an email and login, replacing (voiding) that login's older one, unless the resend interval,
    * the hourly send quota or the hourly failure limit says no. A refused request stores nothing.
    * Captured mail is kept in the same transaction as the code it carries.
    */
@@ -154,8 +201,8 @@ export class ChallengeStore extends ShardStore {
     const { emailKey, now, policy: p } = a;
     const l = this.#limits(emailKey, now);
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
-    if (l.failures >= p.email_failures_per_hour)
-      return { ok: false, error: "too_many_requests", retry_after: secs(l.failures_reset_at - now) };
+    const locked = this.#lockedFor(l, p, now);
+    if (locked) return { ok: false, error: "too_many_requests", retry_after: locked };
     const resendAt = l.last_sent_at + p.resend_interval_seconds * 1000;
     if (resendAt > now) return { ok: false, error: "slow_down", retry_after: secs(resendAt - now) };
     if (l.sends >= p.sends_per_email_per_hour)
@@ -164,8 +211,8 @@ export class ChallengeStore extends ShardStore {
     const expiresAt = now + p.otp_ttl_seconds * 1000;
     this.ctx.storage.transactionSync(() => {
       this.sql.exec(
-        `INSERT INTO challenges (email_key, tx_hash, code_mac, attempts, expires_at) VALUES (?, ?, ?, 0, ?)
-         ON CONFLICT(email_key) DO UPDATE SET tx_hash = excluded.tx_hash, code_mac = excluded.code_mac, attempts = 0,
+        `INSERT INTO otp_codes (email_key, tx_hash, code_mac, attempts, expires_at) VALUES (?, ?, ?, 0, ?)
+         ON CONFLICT(email_key, tx_hash) DO UPDATE SET code_mac = excluded.code_mac, attempts = 0,
            expires_at = excluded.expires_at`,
         emailKey,
         a.txHash,
@@ -202,27 +249,35 @@ export class ChallengeStore extends ShardStore {
     const { emailKey, now, policy: p } = a;
     return this.ctx.storage.transactionSync((): VerifyResult => {
       const l = this.#limits(emailKey, now);
-      if (l.failures >= p.email_failures_per_hour)
-        return { status: "locked", retry_after: Math.max(1, Math.ceil((l.failures_reset_at - now) / 1000)) };
+      const locked = this.#lockedFor(l, p, now);
+      if (locked) return { status: "locked", retry_after: locked };
 
       const c = this.sql
-        .exec<{ tx_hash: string; code_mac: string; attempts: number; expires_at: number }>(
-          "SELECT tx_hash, code_mac, attempts, expires_at FROM challenges WHERE email_key = ?",
+        .exec<{ code_mac: string; attempts: number; expires_at: number }>(
+          "SELECT code_mac, attempts, expires_at FROM otp_codes WHERE email_key = ? AND tx_hash = ?",
           emailKey,
+          a.txHash,
         )
         .toArray()[0];
-      const live = c !== undefined && c.expires_at > now && c.attempts < p.otp_max_attempts && c.tx_hash === a.txHash;
+      const live = c !== undefined && c.expires_at > now && c.attempts < p.otp_max_attempts;
       if (!live) return { status: "invalid" };
       if (timingSafeEqualString(c.code_mac, a.codeMac)) {
-        this.sql.exec("DELETE FROM challenges WHERE email_key = ?", emailKey);
-        if (l.failures > 0) {
-          l.failures = 0;
+        // Signed in: every pending code of the address goes, this login's and any other's.
+        this.sql.exec("DELETE FROM otp_codes WHERE email_key = ?", emailKey);
+        if (l.failures > 0 || l.consecutive > 0) {
+          Object.assign(l, { failures: 0, consecutive: 0, consecutive_until: 0 });
           this.#saveLimits(emailKey, l);
         }
         return { status: "ok", user: this.#knownUser(emailKey, now) };
       }
-      this.sql.exec("UPDATE challenges SET attempts = attempts + 1 WHERE email_key = ?", emailKey);
+      this.sql.exec(
+        "UPDATE otp_codes SET attempts = attempts + 1 WHERE email_key = ? AND tx_hash = ?",
+        emailKey,
+        a.txHash,
+      );
       l.failures += 1;
+      l.consecutive += 1;
+      l.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
       this.#saveLimits(emailKey, l);
       return { status: "invalid" };
     });

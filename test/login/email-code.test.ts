@@ -99,7 +99,7 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
     const key = await auditEmailKey(loadConfig(env), email);
     const [row] = await sql<{ tx_hash: string; attempts: number }>(
       challengeShardOf(key),
-      "SELECT tx_hash, attempts FROM challenges WHERE email_key = ?",
+      "SELECT tx_hash, attempts FROM otp_codes WHERE email_key = ?",
       key,
     );
     expect(row).toEqual({ tx_hash: await sha256(sealedIdPart(tx)), attempts: 0 });
@@ -635,6 +635,76 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     // The new one works.
     expect((await codeFromSession(browser, client)).code).toMatch(/^ac_/);
   });
+});
+
+describe("another login cannot lock out a chosen address or void its code", () => {
+  async function started2(client: TestClient, opts: { env?: TestEnv; ip?: string } = {}) {
+    const browser = new Browser(opts);
+    const { challenge } = await pkce();
+    return { browser, tx: await browser.startLogin(client, challenge) };
+  }
+  async function generated(client: TestClient) {
+    const s = await started2(client);
+    const email = uniqueEmail();
+    expect((await s.browser.postJson("/email-code/generate", { tx: s.tx, email })).status).toBe(200);
+    return { ...s, email, code: (await mailbox(email))[0]?.code as string };
+  }
+
+  it("keeps a person's own code working when another login sends the address a new one", async () => {
+    const client = await registerClient();
+    const at = pinClock();
+    const { browser, tx, email, code } = await generated(client);
+    at(61_000);
+    const attacker = await started2(client);
+    expect((await attacker.browser.postJson("/email-code/generate", { tx: attacker.tx, email })).status).toBe(200);
+    expect((await browser.postJson("/email-code/verify", { tx, email, code })).status).toBe(200);
+  });
+
+  it("counts no failure for a login whose generate was refused, however many codes it tries", async () => {
+    const client = await registerClient();
+    const { browser, tx, email, code } = await generated(client);
+    const attacker = await started2(client);
+    const refused = await attacker.browser.postJson("/email-code/generate", { tx: attacker.tx, email });
+    await expectJsonError(refused, 429, "slow_down");
+    for (let i = 0; i < 12; i++)
+      await expectJsonError(
+        await attacker.browser.postJson("/email-code/verify", { tx: attacker.tx, email, code: wrong(code) }),
+        400,
+        "invalid_code",
+      );
+    const key = await auditEmailKey(loadConfig(env), email);
+    const [limits] = await sql<{ failures: number; consecutive: number }>(
+      challengeShardOf(key),
+      "SELECT failures, consecutive FROM email_limits WHERE email_key = ?",
+      key,
+    );
+    expect(limits).toMatchObject({ failures: 0, consecutive: 0 });
+    expect((await browser.postJson("/email-code/verify", { tx, email, code })).status).toBe(200);
+  });
+
+  it(
+    "groups IPv6 verifies by /48 and generates by /64",
+    async () => {
+      const e = withVars({ POLICY: policy({ ip_verify_per_minute: 2, ip_generate_per_minute: 2 }) });
+      const client = await registerClient({}, e);
+      await freshRateLimitWindow();
+      const site = `2001:db8:${Math.floor(Math.random() * 0xffff).toString(16)}`;
+      // Three /64s of one /48: the third verify is over the /48's quota.
+      const statuses: number[] = [];
+      for (const subnet of ["1", "2", "3"]) {
+        const { browser, tx } = await started2(client, { env: e, ip: `${site}:${subnet}::1` });
+        const res = await browser.postJson("/email-code/verify", { tx, email: uniqueEmail(), code: "123456" });
+        statuses.push(res.status);
+      }
+      expect(statuses).toEqual([400, 400, 429]);
+      // Generates count per /64: each of those /64s still has its own two.
+      for (const subnet of ["1", "2", "3"]) {
+        const { browser, tx } = await started2(client, { env: e, ip: `${site}:${subnet}::1` });
+        expect((await browser.postJson("/email-code/generate", { tx, email: uniqueEmail() })).status).toBe(200);
+      }
+    },
+    RATE_LIMIT_TEST_TIMEOUT_MS,
+  );
 });
 
 describe("the HTML login page, form-encoded (CONTRACT §2, a person in a browser)", () => {

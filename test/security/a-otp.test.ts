@@ -178,7 +178,7 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
     expect(await mailbox(email)).toHaveLength(0);
     const txHash = await sha256(sealedIdPart(tx));
     for (let s = 0; s < 3; s++)
-      expect(await sql(shardStub("challenge", 0, s), "SELECT * FROM challenges WHERE tx_hash = ?", txHash)).toEqual([]);
+      expect(await sql(shardStub("challenge", 0, s), "SELECT * FROM otp_codes WHERE tx_hash = ?", txHash)).toEqual([]);
     expect(await env.DB.prepare("SELECT id FROM users WHERE email = ?").bind(email).first()).toBeNull();
     // With the secret in place, the same transaction goes on.
     expect((await good.postJson("/email-code/generate", { tx, email })).status).toBe(200);

@@ -1,14 +1,20 @@
 import { describe, expect, it } from "vitest";
 import {
+  authorizeQuery,
   Browser,
+  fullLogin,
+  ISSUER,
   latestCode,
   mailbox,
   pkce,
   registerClient,
   setCookieOf,
+  type TestClient,
   uniqueEmail,
   withVars,
 } from "../support/harness";
+
+const APP = "https://rp.example.com";
 
 // Checklist E1 on an https issuer (the http cookies are checked in test/login/email-code.test.ts), and
 // E4 for form posts and opaque origins (JSON posts: test/login/email-code.test.ts).
@@ -70,5 +76,58 @@ describe("E4: the login page's POSTs from another origin", () => {
     expect(
       (await browser.postForm("/email-code/generate", { tx, email }, { Origin: "http://127.0.0.1:8787" })).status,
     ).toBe(200);
+  });
+});
+
+describe("logout: an ID token hint, or the person's own confirmation", () => {
+  /** Whether the browser's session still answers prompt=none with a code. */
+  async function sessionLive(browser: Browser, client: TestClient): Promise<boolean> {
+    const { challenge } = await pkce();
+    const res = await browser.fetch(`/authorize?${authorizeQuery(client, challenge, { prompt: "none" })}`);
+    return new URL(res.headers.get("location") as string).searchParams.has("code");
+  }
+
+  it("refuses an access token as id_token_hint, and ends nothing", async () => {
+    const client = await registerClient();
+    const { browser, tokens } = await fullLogin(client);
+    const res = await browser.fetch(`/logout?${new URLSearchParams({ id_token_hint: tokens.access_token })}`);
+    expect(res.status).toBe(400);
+    expect(await res.text()).toContain("id_token_hint");
+    expect(await sessionLive(browser, client)).toBe(true);
+    // The login's ID token is taken, from anywhere.
+    const ok = await browser.fetch(`/logout?${new URLSearchParams({ id_token_hint: tokens.id_token })}`, {
+      headers: { "Sec-Fetch-Site": "cross-site" },
+    });
+    expect(ok.status).toBe(200);
+    expect(await sessionLive(browser, client)).toBe(false);
+  });
+
+  it("asks the person before a cross-site request without a hint ends the session; their post ends it", async () => {
+    const client = await registerClient({ post_logout_redirect_uris: ["https://rp.example.com/bye"] });
+    const { browser } = await fullLogin(client);
+    const params = { client_id: client.client_id, post_logout_redirect_uri: "https://rp.example.com/bye", state: "s1" };
+    const elsewhere: Record<string, string>[] = [
+      { "Sec-Fetch-Site": "cross-site" },
+      { "Sec-Fetch-Site": "same-site" },
+      { Origin: APP },
+    ];
+    for (const headers of elsewhere) {
+      const ask = await browser.fetch(`/logout?${new URLSearchParams(params)}`, { headers });
+      expect(ask.status).toBe(200);
+      expect(setCookieOf(ask, "kw_session")).toBeNull();
+      const html = await ask.text();
+      expect(html).toContain('<form method="post" action="/logout">');
+      expect(html).toContain(`name="state" value="s1"`);
+      expect(await sessionLive(browser, client)).toBe(true);
+    }
+    // The same request posted from another site is asked about again.
+    const forged = await browser.postForm("/logout", params, { "Sec-Fetch-Site": "cross-site" });
+    expect(forged.status).toBe(200);
+    expect(await sessionLive(browser, client)).toBe(true);
+    // The confirmation, posted from the issuer's own page.
+    const done = await browser.postForm("/logout", params, { "Sec-Fetch-Site": "same-origin", Origin: ISSUER });
+    expect(done.status).toBe(302);
+    expect(done.headers.get("location")).toBe("https://rp.example.com/bye?state=s1");
+    expect(await sessionLive(browser, client)).toBe(false);
   });
 });

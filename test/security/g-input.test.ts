@@ -61,9 +61,8 @@ async function txRow(tx: string) {
   const txHash = await sha256(sealedIdPart(tx));
   let challenges = 0;
   for (let s = 0; s < 3; s++)
-    challenges += (
-      await sql(shardStub("challenge", 0, s), "SELECT email_key FROM challenges WHERE tx_hash = ?", txHash)
-    ).length;
+    challenges += (await sql(shardStub("challenge", 0, s), "SELECT email_key FROM otp_codes WHERE tx_hash = ?", txHash))
+      .length;
   const sessions = (await sql(stubForId("session", tx), "SELECT sid FROM sessions WHERE tx_hash = ?", txHash)).length;
   return { challenges, sessions };
 }
@@ -187,7 +186,7 @@ describe("G2: broken JSON or wrong types answer 400 and change nothing", () => {
       attempts.push(
         ...(await sql<{ attempts: number }>(
           shardStub("challenge", 0, s),
-          "SELECT attempts FROM challenges WHERE tx_hash = ?",
+          "SELECT attempts FROM otp_codes WHERE tx_hash = ?",
           txHash,
         )),
       );

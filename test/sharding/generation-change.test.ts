@@ -104,7 +104,7 @@ describe("raising shard counts (a new generation)", () => {
       [1, NEW_COUNT],
     ] as const)
       for (let s = 0; s < count; s++)
-        if ((await sql(shardStub("challenge", gen, s), "SELECT 1 FROM challenges WHERE tx_hash = ?", dTxHash)).length)
+        if ((await sql(shardStub("challenge", gen, s), "SELECT 1 FROM otp_codes WHERE tx_hash = ?", dTxHash)).length)
           where.push(gen);
     expect(where).toEqual([0]);
     const dCode = (await mailbox(dEmail, e2))[0]?.code as string;

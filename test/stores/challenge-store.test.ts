@@ -7,6 +7,7 @@ const P: OtpPolicy = {
   otp_ttl_seconds: 300,
   otp_max_attempts: 5,
   email_failures_per_hour: 10,
+  email_consecutive_failures: 100,
   resend_interval_seconds: 60,
   sends_per_email_per_hour: 10,
 };
@@ -37,7 +38,7 @@ describe("ChallengeStore", () => {
     expect(await verify(s, ek, "tx1", "mac-right", T0 + 1000, P)).toEqual({ status: "ok", user: null });
     // Success consumes the challenge: the same code never works twice.
     expect(await verify(s, ek, "tx1", "mac-right", T0 + 2000, P)).toEqual({ status: "invalid" });
-    expect(await sql(s, "SELECT * FROM challenges WHERE email_key = ?", ek)).toEqual([]);
+    expect(await sql(s, "SELECT * FROM otp_codes WHERE email_key = ?", ek)).toEqual([]);
   });
 
   it("counts a wrong code as an attempt without burning the code (1-4 wrong, then right)", async () => {
@@ -47,7 +48,7 @@ describe("ChallengeStore", () => {
       await issue(s, ek, "tx", "mac-right", T0, P);
       for (let i = 0; i < wrong; i++)
         expect(await verify(s, ek, "tx", `mac-wrong-${i}`, T0 + i, P)).toEqual({ status: "invalid" });
-      const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM challenges WHERE email_key = ?", ek);
+      const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM otp_codes WHERE email_key = ?", ek);
       expect(row?.attempts).toBe(wrong);
       expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "ok", user: null });
     }
@@ -77,9 +78,60 @@ describe("ChallengeStore", () => {
     await issue(s, ek, "tx-a", "mac-right", T0, P);
     expect(await verify(s, ek, "tx-b", "mac-right", T0 + 1, P)).toEqual({ status: "invalid" });
     // The foreign attempt does not count against the owner's challenge.
-    const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM challenges WHERE email_key = ?", ek);
+    const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM otp_codes WHERE email_key = ?", ek);
     expect(row?.attempts).toBe(0);
     expect(await verify(s, ek, "tx-a", "mac-right", T0 + 2, P)).toEqual({ status: "ok", user: null });
+  });
+
+  it("locks an email for a day after 100 wrong codes in a row across hours; a success resets the run", async () => {
+    const s = fresh();
+    const ek = key();
+    const p = { ...P, otp_max_attempts: 10, email_failures_per_hour: 10, email_consecutive_failures: 30 };
+    // Ten wrong codes an hour, the most the hourly limit allows, for three hours.
+    let t = T0;
+    for (let hour = 0; hour < 3; hour++) {
+      t = T0 + hour * HOUR + 1;
+      expect((await issue(s, ek, `tx-${hour}`, `mac-${hour}`, t, p)).ok).toBe(true);
+      for (let i = 0; i < 10; i++)
+        expect((await verify(s, ek, `tx-${hour}`, "bad", t + 1 + i, p)).status).toBe("invalid");
+    }
+    const last = t + 10;
+    // The fourth hour is no fresh start: the run of 30 locks the address until a day after the last failure.
+    const t4 = T0 + 3 * HOUR + 1;
+    expect(await issue(s, ek, "tx-3", "mac-3", t4, p)).toEqual({
+      ok: false,
+      error: "too_many_requests",
+      retry_after: Math.ceil((last + 24 * HOUR - t4) / 1000),
+    });
+    expect((await verify(s, ek, "tx-2", "mac-2", t4, p)).status).toBe("locked");
+    const after = last + 24 * HOUR;
+    expect((await issue(s, ek, "tx-4", "mac-4", after, p)).ok).toBe(true);
+    expect(await verify(s, ek, "tx-4", "mac-4", after + 1, p)).toEqual({ status: "ok", user: null });
+
+    // A success ends a run: 29 wrong, then the right code, then 29 wrong again, and no lock.
+    const s2 = fresh();
+    let u = T0;
+    const run = async (tag: string, n: number) => {
+      for (let i = 0; i < n; i++) {
+        if (i % 10 === 0) {
+          u += HOUR;
+          expect((await issue(s2, ek, `${tag}-${i}`, `mac-${tag}-${i}`, u, p)).ok).toBe(true);
+        }
+        u += 1;
+        expect((await verify(s2, ek, `${tag}-${i - (i % 10)}`, "bad", u, p)).status).toBe("invalid");
+      }
+    };
+    await run("a", 29);
+    u += HOUR;
+    expect((await issue(s2, ek, "ok", "mac-ok", u, p)).ok).toBe(true);
+    expect((await verify(s2, ek, "ok", "mac-ok", u + 1, p)).status).toBe("ok");
+    await run("b", 29);
+    const [limits] = await sql<{ consecutive: number }>(
+      s2,
+      "SELECT consecutive FROM email_limits WHERE email_key = ?",
+      ek,
+    );
+    expect(limits?.consecutive).toBe(29);
   });
 
   it("locks an email after 10 failures across challenges; a new code does not reset it; the hour does (A2)", async () => {
@@ -103,8 +155,13 @@ describe("ChallengeStore", () => {
     const t3 = t2 + 120_000;
     const refused = await issue(s, ek, "tx3", "mac-3", t3, P);
     expect(refused).toEqual({ ok: false, error: "too_many_requests", retry_after: Math.ceil((T0 + HOUR - t3) / 1000) });
-    const [ch] = await sql<{ tx_hash: string }>(s, "SELECT tx_hash FROM challenges WHERE email_key = ?", ek);
-    expect(ch?.tx_hash).toBe("tx2");
+    // (tx1's dead code and tx2's stay, each login's own; nothing for tx3.)
+    const codes = await sql<{ tx_hash: string }>(
+      s,
+      "SELECT tx_hash FROM otp_codes WHERE email_key = ? ORDER BY tx_hash",
+      ek,
+    );
+    expect(codes.map((c) => c.tx_hash)).toEqual(["tx1", "tx2"]);
     expect((await verify(s, ek, "tx3", "mac-3", t3 + 1, P)).status).toBe("locked");
 
     // After the hour: a new code and a success.
@@ -205,7 +262,7 @@ describe("ChallengeStore", () => {
     await issue(s, expired, "tx", "mac", now - 600_000, P); // code gone, limits still in their hour
     await issue(s, live, "tx", "mac", now, P);
     expect(await runDurableObjectAlarm(s)).toBe(true);
-    const challenges = await sql<{ email_key: string }>(s, "SELECT email_key FROM challenges ORDER BY email_key");
+    const challenges = await sql<{ email_key: string }>(s, "SELECT email_key FROM otp_codes ORDER BY email_key");
     expect(challenges.map((r) => r.email_key)).toEqual([live]);
     const limits = await sql<{ email_key: string }>(s, "SELECT email_key FROM email_limits ORDER BY email_key");
     expect(limits.map((r) => r.email_key).sort()).toEqual([expired, live].sort());

@@ -2,7 +2,7 @@ import { type Context, Hono } from "hono";
 import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
-import { percentDecodesCleanly } from "./http";
+import { percentDecodesCleanly, watchBody } from "./http";
 import { countingEnv, mountIsolateRoutes } from "./isolate";
 
 export type AppEnv = {
@@ -17,7 +17,7 @@ let inflight = 0;
 /**
  * Admission control, called where new work starts (a new authorization request, a refresh, userinfo,
  * introspection, revocation): past `max_inflight_requests` in this isolate, 503 with Retry-After at
- * once. Steps of a login already under way are never shed, so a ramp past capacity turns into fast
+ * once (a request counts from when its body has arrived). Steps of a login already under way are never shed, so a ramp past capacity turns into fast
  * 503s for new logins instead of timeouts, and the work already done is not wasted.
  */
 export function admitNewWork(c: Context<AppEnv>): void {
@@ -44,11 +44,21 @@ export function createApp(): Hono<AppEnv> {
     }
     c.set("config", config);
     c.env = countingEnv(c.env);
-    inflight++;
+    // A request counts as in flight once its body has arrived: a client that sends a body slowly
+    // holds its own connection, never a slot new work needs, and its body has a deadline (408).
+    let counted = false;
+    const count = () => {
+      if (!counted) {
+        counted = true;
+        inflight++;
+      }
+    };
+    if (c.req.raw.body) watchBody(c.req.raw, { deadlineMs: config.POLICY.body_deadline_seconds * 1000, onRead: count });
+    else count();
     try {
       await next();
     } finally {
-      inflight--;
+      if (counted) inflight--;
     }
   });
   // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.

@@ -35,6 +35,11 @@ const policySchema = z
     otp_ttl_seconds: z.number().int().min(60).max(600).default(300),
     otp_max_attempts: z.number().int().min(1).max(10).default(5),
     email_failures_per_hour: z.number().int().min(1).max(100).default(10),
+    /**
+     * Wrong codes in a row for an address, across hours, before it is locked until a day after the
+     * last one (a success resets the count). NIST SP 800-63B §5.2.2 allows at most 100.
+     */
+    email_consecutive_failures: z.number().int().min(10).max(100).default(100),
     resend_interval_seconds: z.number().int().min(10).max(600).default(60),
     sends_per_email_per_hour: z.number().int().min(1).max(100).default(10),
     /**
@@ -47,6 +52,8 @@ const policySchema = z
     ip_verify_per_minute: z.number().int().min(1).max(1_000_000).default(200),
     /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
     max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
+    /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
+    body_deadline_seconds: z.number().int().min(1).max(60).default(10),
     login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
     code_ttl_seconds: z.number().int().min(10).max(600).default(60),
     session_ttl_seconds: z

@@ -4,26 +4,60 @@ export const MAX_BODY_BYTES = 64 * 1024;
 
 const fatalUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
+/** What the app asked of a request's body: how long it may take to arrive, and whom to tell when it has. */
+interface BodyWatch {
+  deadlineMs: number;
+  /** Called once the body is read (or refused): the request starts counting as in flight. */
+  onRead: () => void;
+}
+const bodyWatches = new WeakMap<Request, BodyWatch>();
+
+/** Registers `req`'s body with the app's admission control (app.ts). */
+export function watchBody(req: Request, watch: BodyWatch): void {
+  bodyWatches.set(req, watch);
+}
+
 /**
  * Reads the request body as text: 413 over 64 KB (checked on Content-Length before reading, and
- * again while reading for chunked bodies), 400 for invalid UTF-8 or NUL bytes.
+ * again while reading for chunked bodies), 408 when it has not arrived by the app's deadline, 400 for
+ * invalid UTF-8 or NUL bytes.
  */
 export async function readBodyText(req: Request): Promise<string> {
+  const watch = bodyWatches.get(req);
+  bodyWatches.delete(req);
+  try {
+    return await readBodyWithin(req, watch?.deadlineMs ?? Number.POSITIVE_INFINITY);
+  } finally {
+    watch?.onRead();
+  }
+}
+
+async function readBodyWithin(req: Request, deadlineMs: number): Promise<string> {
   const declared = req.headers.get("content-length");
   if (declared !== null && Number(declared) > MAX_BODY_BYTES) throw tooLarge();
   if (!req.body) return "";
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_BODY_BYTES) {
-      await reader.cancel();
-      throw tooLarge();
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const late = Number.isFinite(deadlineMs)
+    ? new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(tooSlow()), deadlineMs);
+      })
+    : null;
+  try {
+    for (;;) {
+      const { done, value } = await (late ? Promise.race([reader.read(), late]) : reader.read());
+      if (done) break;
+      size += value.byteLength;
+      if (size > MAX_BODY_BYTES) throw tooLarge();
+      chunks.push(value);
     }
-    chunks.push(value);
+  } catch (err) {
+    await reader.cancel().catch(() => undefined);
+    throw err;
+  } finally {
+    if (timer !== null) clearTimeout(timer);
   }
   const bytes = new Uint8Array(size);
   let offset = 0;
@@ -42,6 +76,7 @@ export async function readBodyText(req: Request): Promise<string> {
 }
 
 const tooLarge = () => new OAuthError("payload_too_large", `the body exceeds ${MAX_BODY_BYTES} bytes`);
+const tooSlow = () => new OAuthError("invalid_request", "the body did not arrive in time", { status: 408 });
 
 const isHex = (b: number | undefined) =>
   b !== undefined && ((b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66));

@@ -117,6 +117,7 @@ function otpPolicy(config: Config): OtpPolicy {
     otp_ttl_seconds: p.otp_ttl_seconds,
     otp_max_attempts: p.otp_max_attempts,
     email_failures_per_hour: p.email_failures_per_hour,
+    email_consecutive_failures: p.email_consecutive_failures,
     resend_interval_seconds: p.resend_interval_seconds,
     sends_per_email_per_hour: p.sends_per_email_per_hour,
   };

@@ -13,7 +13,7 @@ app.on(["GET", "POST"], "/authorize", authorize);
 app.post("/email-code/generate", generateCode);
 app.post("/email-code/verify", verifyCode);
 app.all("/email-code/*", () => methodNotAllowed("POST"));
-app.get("/logout", logout);
+app.on(["GET", "POST"], "/logout", logout);
 app.get("/__dev/mailbox/:email", devMailbox);
 
 export default app;

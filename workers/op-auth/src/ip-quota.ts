@@ -5,10 +5,12 @@ import { NO_STORE } from "../../shared/http";
 
 /**
  * The client's address as Cloudflare reports it (`CF-Connecting-IP`, set by the edge and not
- * forgeable through it). IPv6 clients are limited per /64, since one host usually holds a whole /64.
- * Without the header (local runs) every request shares one bucket.
+ * forgeable through it), as the bucket a quota counts in. IPv6 clients are grouped by prefix: a /64 by
+ * default, since one host usually holds a whole /64; code guessing (verify) by the /48 a site is
+ * usually given, so one site cannot spread guesses over its 65,536 /64s. Without the header (local
+ * runs) every request shares one bucket.
  */
-export function clientAddress(req: Request): string {
+export function clientAddress(req: Request, ipv6PrefixBits: 48 | 64 = 64): string {
   const ip = req.headers.get("cf-connecting-ip")?.trim() ?? "";
   if (!ip.includes(":")) return ip || "unknown";
   const [head = "", tail = ""] = ip.split("::");
@@ -22,7 +24,7 @@ export function clientAddress(req: Request): string {
     if (g === "::") for (let i = groups.length - 1; i < 8; i++) full.push("0");
     else full.push(g.toLowerCase());
   }
-  return `${full.slice(0, 4).join(":")}::/64`;
+  return `${full.slice(0, ipv6PrefixBits / 16).join(":")}::/${ipv6PrefixBits}`;
 }
 
 /**
@@ -48,7 +50,8 @@ export async function takeIpQuota(c: Context<AppEnv>, action: "generate" | "veri
   if (!limiter) throw new Error(`the Rate Limiting binding for ${action} is missing from op-auth's wrangler.toml`);
   const p = config.POLICY;
   const perMinute = action === "generate" ? p.ip_generate_per_minute : p.ip_verify_per_minute;
-  const success = await weighedLimit(limiter, clientAddress(c.req.raw), perMinute);
+  const bucket = clientAddress(c.req.raw, action === "verify" ? 48 : 64);
+  const success = await weighedLimit(limiter, `${action}:${bucket}`, perMinute);
   if (!success)
     throw new OAuthError("too_many_requests", "too many requests from this address", {
       // The binding does not say when its window ends; windows are at most this long.

@@ -91,3 +91,19 @@ export function errorPage(title: string, message: string, status = 400, headers?
 export function messagePage(title: string, message: string, headers?: Record<string, string>): Response {
   return page({ title, headers, body: `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>` });
 }
+
+/**
+ * Asks before ending a session that a request from elsewhere, without an ID token of one of its
+ * logins, wants ended (OIDC RP-Initiated Logout 1.0 §2: the OP should confirm with the person).
+ */
+export function confirmLogoutPage(fields: Record<string, string>, headers?: Record<string, string>): Response {
+  const hidden = Object.entries(fields)
+    .map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v)}">`)
+    .join("");
+  return page({
+    title: "Sign out?",
+    headers,
+    body: `<h1>Sign out?</h1><p>An application asked to sign you out of this browser.</p>
+<form method="post" action="/logout">${hidden}<button type="submit">Sign out</button></form>`,
+  });
+}

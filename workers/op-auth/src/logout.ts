@@ -4,25 +4,31 @@ import type { AppEnv } from "../../shared/app";
 import { audit } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { sha256 } from "../../shared/crypto";
-import { clearCookie, cookieName, getCookie, paramsToRecord } from "../../shared/http";
+import { OAuthError } from "../../shared/errors";
+import { clearCookie, cookieName, getCookie, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/http";
 import { keyRing } from "../../shared/keys";
 import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { revokeInSidShard } from "../../shared/tokens";
-import { errorPage, messagePage } from "./login-page";
+import { confirmLogoutPage, errorPage, messagePage } from "./login-page";
 import { SESSION_COOKIE } from "./sessions";
 
 /**
- * RP-Initiated Logout 1.0: ends the browser's session and revokes the tokens of its logins (the
- * `sid` mark kills every access and refresh token issued under it). `post_logout_redirect_uri` must
- * be registered by the client the `id_token_hint` (or `client_id`) names.
+ * RP-Initiated Logout 1.0, GET and POST (§2): ends the browser's session and revokes the tokens of
+ * its logins (the `sid` mark kills every access and refresh token issued under it).
+ * `post_logout_redirect_uri` must be registered by the client the `id_token_hint` (or `client_id`)
+ * names. A request from another site without a hint is confirmed by the person first.
  */
 export async function logout(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   let params: Record<string, string>;
   try {
-    params = paramsToRecord(new URL(c.req.url).searchParams);
+    if (c.req.method === "POST") {
+      if (!isForm(c.req.raw)) return errorPage("Invalid request", "The logout request must be form encoded.");
+      params = parseForm(await readBodyText(c.req.raw));
+    } else params = paramsToRecord(new URL(c.req.url).searchParams);
   } catch (err) {
+    if (err instanceof OAuthError && err.code !== "invalid_request") throw err;
     return errorPage("Invalid request", err instanceof Error ? err.message : "malformed request");
   }
 
@@ -43,6 +49,15 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
     const url = new URL(params.post_logout_redirect_uri);
     if (params.state !== undefined) url.searchParams.append("state", params.state);
     redirectTo = url.toString();
+  }
+
+  // Without an ID token of one of its logins, a request from another site (a link, an image, a form)
+  // does not end the session by itself: the person confirms with a post from this origin.
+  if (!hint && fromElsewhere(c.req.raw, config.ISSUER)) {
+    const fields: Record<string, string> = {};
+    for (const name of ["client_id", "post_logout_redirect_uri", "state"] as const)
+      if (params[name] !== undefined) fields[name] = params[name];
+    return confirmLogoutPage(fields, { "Cache-Control": "no-store" });
   }
 
   const sids = new Set<string>();
@@ -67,6 +82,16 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
   return messagePage("Signed out", "You are signed out. You can close this window.", headers);
 }
 
+/**
+ * Sent by a page of another site (Fetch Metadata), or posted from another origin. A request without
+ * the header (a non-browser client, the address bar) is the person's own.
+ */
+function fromElsewhere(req: Request, issuer: string): boolean {
+  const site = req.headers.get("sec-fetch-site");
+  const origin = req.headers.get("origin");
+  return site === "cross-site" || site === "same-site" || (origin !== null && origin !== new URL(issuer).origin);
+}
+
 /** The hint may be expired (OIDC RP-Initiated Logout §2), but must carry our signature and issuer. */
 async function verifyIdTokenHint(c: Context<AppEnv>, token: string): Promise<{ aud: string; sid?: string } | null> {
   const config = c.get("config");
@@ -80,8 +105,10 @@ async function verifyIdTokenHint(c: Context<AppEnv>, token: string): Promise<{ a
       issuer: config.ISSUER,
       currentDate: exp ? new Date((exp - 1) * 1000) : undefined,
     });
+    // An ID token, not an access token (RFC 9068 §2.1 types those `at+jwt`), for a registered client.
+    if (decodeProtectedHeader(token).typ?.toLowerCase().endsWith("at+jwt")) return null;
     const aud = Array.isArray(payload.aud) ? payload.aud[0] : payload.aud;
-    if (typeof aud !== "string") return null;
+    if (typeof aud !== "string" || !(await findClient(c.env, config, aud))) return null;
     return typeof payload.sid === "string" ? { aud, sid: payload.sid } : { aud };
   } catch {
     return null;
