@@ -217,4 +217,27 @@ describe("A9: no plaintext code at rest, and the HMAC secret is required at star
       expect(logged(log)).toMatch(new RegExp(`${Object.keys(vars)[0]}[.:]`));
     }
   });
+
+  it("refuses, in production, a code request or check that did not come through Cloudflare's edge", async () => {
+    const prod = variant({
+      ENVIRONMENT: "production",
+      ISSUER: "https://id.example.com",
+      MAIL_FROM: "login@example.com",
+      MAIL_TRANSPORT: "http",
+      MAIL_API_KEY: "re_0123456789abcdef",
+    });
+    const client = await registerClient({}, prod);
+    const browser = new Browser({ env: prod });
+    const tx = await browser.startLogin(client, (await pkce()).challenge);
+    const email = uniqueEmail("edge");
+    // No CF-Connecting-IP (the edge always sets one): refused, not counted in a shared "unknown" bucket.
+    for (const path of ["/email-code/generate", "/email-code/verify"]) {
+      const res = await browser.postJson(path, { tx, email, code: "123456" }, { "CF-Connecting-IP": "" });
+      expect(res.status, path).toBe(400);
+      expect(((await res.json()) as { error_description: string }).error_description).toContain("client address");
+    }
+    // With it, the same transaction is served (a code that was never sent is simply wrong).
+    const verified = await browser.postJson("/email-code/verify", { tx, email, code: "123456" });
+    expect(((await verified.json()) as { error: string }).error).toBe("invalid_code");
+  });
 });

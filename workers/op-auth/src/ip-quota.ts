@@ -50,6 +50,11 @@ export async function takeIpQuota(c: Context<AppEnv>, action: "generate" | "veri
   if (!limiter) throw new Error(`the Rate Limiting binding for ${action} is missing from op-auth's wrangler.toml`);
   const p = config.POLICY;
   const perMinute = action === "generate" ? p.ip_generate_per_minute : p.ip_verify_per_minute;
+  // Cloudflare's edge sets the header on every request it forwards; in production its absence means
+  // the request did not come through the edge (another Worker, a misrouted hop), and one shared
+  // "unknown" bucket would let it spend everyone's quota. Refused there; local runs share the bucket.
+  if (!c.req.header("cf-connecting-ip") && config.ENVIRONMENT === "production")
+    throw new OAuthError("invalid_request", "the client address is missing", { headers: NO_STORE });
   const bucket = clientAddress(c.req.raw, action === "verify" ? 48 : 64);
   const success = await weighedLimit(limiter, `${action}:${bucket}`, perMinute);
   if (!success)
