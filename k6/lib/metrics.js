@@ -52,3 +52,37 @@ export function countFailure(step, res, kind, what) {
   logFailure(step, `${what} [${bucket}]`, res);
   return bucket;
 }
+
+/**
+ * PHASE_METRICS=1 (tools/bench.mjs): every metric of an iteration is tagged with the phase it started in,
+ * `ramp` or `hold`, and the summary gets hold-only submetrics (the thresholds below always pass; they
+ * exist because k6 reports a submetric only when a threshold names it).
+ */
+export function holdSubmetrics() {
+  const trends = [
+    "full_flow",
+    "step_authorize_init",
+    "step_email_code_generate",
+    "step_email_code_verify",
+    "step_authorize_code",
+    "step_token",
+    "mailbox_wait",
+    "iteration_duration",
+  ];
+  const counters = [
+    "iterations",
+    "http_reqs",
+    "errors_rate_limited",
+    "errors_server",
+    "errors_otp",
+    "errors_session",
+    "errors_code",
+    "errors_other",
+  ];
+  const out = { "login_success{phase:hold}": ["rate>=0"] };
+  for (const t of trends) out[`${t}{phase:hold}`] = ["max>=0"];
+  for (const c of counters) out[`${c}{phase:hold}`] = ["count>=0"];
+  // 0 is a timeout or a refused connection.
+  for (const status of [0, 400, 429, 500, 502, 503]) out[`http_reqs{phase:hold,status:${status}}`] = ["count>=0"];
+  return out;
+}

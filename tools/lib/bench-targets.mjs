@@ -1,0 +1,149 @@
+// What tools/bench.mjs can put under load, one at a time: this checkout of Keyway, another checkout
+// of it (BASELINE=<dir>, e.g. an older main), and node-oidc-provider (PEER=oidc-provider).
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { freePort } from "../../scripts/stack.mjs";
+import { exitOf, FULL_LOGIN, REPO, raisedPolicy, startLoadStack } from "./k6-stack.mjs";
+import { workerdPids } from "./proc.mjs";
+
+/** Keyway's cumulative counters (`GET /admin/v1/stats` totals). @typedef {{ durable_object_calls: number, d1_queries: number, rows_written: number }} Counters */
+
+/**
+ * @typedef {object} Target
+ * @property {string} name a short name for reports
+ * @property {string} description what it is, one line
+ * @property {string} url
+ * @property {string} adminToken
+ * @property {string} tmp where k6 logs and summaries go
+ * @property {string} script the k6 login script
+ * @property {Record<string, string>} env extra k6 environment
+ * @property {() => number[]} pids the server's processes, for CPU and RSS
+ * @property {(() => Promise<Counters | null>) | null} stats
+ * @property {Record<string, unknown>} policy
+ * @property {Record<string, string>} vars
+ * @property {(keep?: boolean) => Promise<void>} dispose
+ */
+
+/**
+ * Keyway's counters; null when the endpoint or its totals are missing (an older checkout).
+ * @param {string} url @param {string} adminToken @returns {Promise<Counters | null>}
+ */
+async function keywayStats(url, adminToken) {
+  const res = await fetch(`${url}/admin/v1/stats`, { headers: { Authorization: `Bearer ${adminToken}` } });
+  if (!res.ok) return null;
+  const body = /** @type {{ totals?: Counters }} */ (await res.json());
+  return body.totals ?? null;
+}
+
+/** This checkout: the `npm start` runtime (scripts/stack.mjs) with fresh secrets and state. @returns {Promise<Target>} */
+export async function keywayTarget(/** @type {{ policy: Record<string, unknown>, port?: number }} */ o) {
+  const stack = await startLoadStack({ policy: o.policy, port: o.port });
+  return {
+    name: "Keyway",
+    description: "this checkout, the `npm start` runtime (scripts/stack.mjs: the built Workers in one workerd)",
+    url: stack.url,
+    adminToken: stack.adminToken,
+    tmp: stack.tmp,
+    script: FULL_LOGIN,
+    env: { USERS: "seeded" },
+    pids: workerdPids,
+    stats: () => keywayStats(stack.url, stack.adminToken),
+    policy: o.policy,
+    vars: stack.vars,
+    dispose: (keep) => stack.dispose(keep),
+  };
+}
+
+/**
+ * Another checkout of Keyway (its node_modules installed or linked), started by its own
+ * tools/lib/k6-stack.mjs with its own load policy, and loaded by its own k6/full-login.js.
+ * @param {string} dir @returns {Promise<Target>}
+ */
+export async function baselineTarget(dir) {
+  const root = resolve(dir);
+  const lib = join(root, "tools/lib/k6-stack.mjs");
+  if (!existsSync(lib)) throw new Error(`BASELINE=${dir}: no tools/lib/k6-stack.mjs there`);
+  const theirs = await import(pathToFileURL(lib).href);
+  const policy = /** @type {Record<string, unknown>} */ (theirs.raisedPolicy());
+  const stack = await theirs.startLoadStack({ policy });
+  const commit = await gitShort(root);
+  return {
+    name: `baseline ${commit}`,
+    description: `the checkout at ${root} (${commit}), started by its own tools/lib/k6-stack.mjs, loaded by its own k6/full-login.js`,
+    url: stack.url,
+    adminToken: stack.adminToken,
+    tmp: stack.tmp,
+    script: theirs.FULL_LOGIN,
+    env: { USERS: "seeded" },
+    pids: workerdPids,
+    stats: () => keywayStats(stack.url, stack.adminToken),
+    policy,
+    vars: stack.vars,
+    dispose: (keep) => stack.dispose(keep),
+  };
+}
+
+/** @param {string} dir */
+async function gitShort(dir) {
+  const child = spawn("git", ["-C", dir, "rev-parse", "--short", "HEAD"], { stdio: ["ignore", "pipe", "ignore"] });
+  let out = "";
+  child.stdout.on("data", (d) => {
+    out += d;
+  });
+  await exitOf(child);
+  return out.trim() || "unknown";
+}
+
+/**
+ * node-oidc-provider (tools/peers/oidc-provider/server.mjs), one Node process, in-memory adapter,
+ * loaded by k6/peer-oidc-provider.js. @returns {Promise<Target>}
+ */
+export async function peerTarget() {
+  const port = await freePort();
+  const tmp = mkdtempSync(join(tmpdir(), "keyway-peer-"));
+  const child = spawn(process.execPath, [join(REPO, "tools/peers/oidc-provider/server.mjs")], {
+    cwd: REPO,
+    env: { ...process.env, PORT: String(port), NODE_ENV: "production" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let log = "";
+  await new Promise((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`the peer did not start:\n${log}`)), 20_000);
+    const onData = (/** @type {Buffer} */ d) => {
+      log += d;
+      if (log.includes("oidc-provider peer at")) {
+        clearTimeout(timer);
+        ready(undefined);
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (code) => fail(new Error(`the peer exited with ${code}:\n${log}`)));
+  });
+  const { version } = JSON.parse(readFileSync(join(REPO, "node_modules/oidc-provider/package.json"), "utf8"));
+  return {
+    name: "node-oidc-provider",
+    description: `node-oidc-provider ${version} (tools/peers/oidc-provider/server.mjs): one Node ${process.version} process, its in-memory adapter, a public PKCE client`,
+    url: `http://127.0.0.1:${port}`,
+    adminToken: "",
+    tmp,
+    script: join(REPO, "k6/peer-oidc-provider.js"),
+    env: {},
+    pids: () => (child.pid && child.exitCode === null ? [child.pid] : []),
+    stats: null,
+    policy: {},
+    vars: {},
+    async dispose(keep = false) {
+      if (child.exitCode === null) {
+        child.kill("SIGTERM");
+        await exitOf(child);
+      }
+      if (!keep) rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}
+
+export { raisedPolicy };
