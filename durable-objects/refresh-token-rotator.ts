@@ -23,8 +23,28 @@ export type RotateResult =
   | { status: "rotated"; grant: FamilyGrant; created_at: number }
   | { status: "retry"; sealed: string; grant: FamilyGrant }
   | { status: "invalid_scope" }
+  | { status: "too_many_rotations"; retry_after: number }
   | { status: "reuse_detected"; grant: FamilyGrant }
   | { status: "invalid" };
+
+/** A rotation's arguments (RFC 9700 §4.14.2). Hashes are SHA-256 of the grant id and of the tokens. */
+export interface RotateRefresh {
+  familyHash: string;
+  /** The token the client presented. */
+  presentedHash: string;
+  clientId: string;
+  /** The token this rotation issues. */
+  nextHash: string;
+  /** The caller's response to this rotation, sealed under the presented token, for duplicate retries. */
+  sealedNext: string;
+  now: number;
+  graceMs: number;
+  requestedScope: string[] | null;
+  /** Rotations a family may make in an hour (each keeps a spent-token row for the family's life). */
+  maxRotationsPerHour: number;
+}
+
+const HOUR = 3_600_000;
 
 export class RefreshTokenRotator extends ShardStore {
   protected schema(): string[] {
@@ -39,7 +59,9 @@ export class RefreshTokenRotator extends ShardStore {
         rotated_at INTEGER NOT NULL,
         created_at INTEGER NOT NULL,
         revoked INTEGER NOT NULL DEFAULT 0,
-        expires_at INTEGER NOT NULL)`,
+        expires_at INTEGER NOT NULL,
+        rotations INTEGER NOT NULL DEFAULT 0,
+        rotations_reset_at INTEGER NOT NULL DEFAULT 0)`,
       "CREATE INDEX IF NOT EXISTS families_exp ON families(expires_at)",
       `CREATE TABLE IF NOT EXISTS spent_tokens (
         token_hash TEXT PRIMARY KEY,
@@ -47,6 +69,16 @@ export class RefreshTokenRotator extends ShardStore {
         expires_at INTEGER NOT NULL)`,
       "CREATE INDEX IF NOT EXISTS spent_tokens_exp ON spent_tokens(expires_at)",
     ];
+  }
+
+  protected override upgrades(): Record<string, string[]> {
+    // Families created before the hourly rotation cap.
+    return {
+      families: [
+        "ALTER TABLE families ADD COLUMN rotations INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE families ADD COLUMN rotations_reset_at INTEGER NOT NULL DEFAULT 0",
+      ],
+    };
   }
 
   protected expiringTables(): string[] {
@@ -75,19 +107,12 @@ export class RefreshTokenRotator extends ShardStore {
   }
 
   /**
-   * Rotates the family's current token to `nextHash`. `sealedNext` is the caller's response to this
-   * rotation, sealed under the presented token, kept for duplicate retries within `graceMs`.
+   * Rotates the family's current token to `nextHash`, at most `maxRotationsPerHour` times an hour
+   * (fixed windows from the first rotation after the last one ended). A duplicate retry within the
+   * grace window gets the sealed response of the rotation it repeats.
    */
-  rotateRefresh(
-    familyHash: string,
-    presentedHash: string,
-    clientId: string,
-    nextHash: string,
-    sealedNext: string,
-    now: number,
-    graceMs: number,
-    requestedScope: string[] | null,
-  ): RotateResult {
+  rotateRefresh(a: RotateRefresh): RotateResult {
+    const { familyHash, presentedHash, clientId, nextHash, sealedNext, now, graceMs, requestedScope } = a;
     return this.ctx.storage.transactionSync((): RotateResult => {
       const f = this.sql
         .exec<{
@@ -100,9 +125,11 @@ export class RefreshTokenRotator extends ShardStore {
           created_at: number;
           revoked: number;
           expires_at: number;
+          rotations: number;
+          rotations_reset_at: number;
         }>(
           `SELECT grant_json, client_id, current_hash, previous_hash, previous_sealed, rotated_at, created_at, revoked,
-                  expires_at
+                  expires_at, rotations, rotations_reset_at
            FROM families WHERE family_hash = ? AND expires_at > ?`,
           familyHash,
           now,
@@ -116,11 +143,21 @@ export class RefreshTokenRotator extends ShardStore {
         // RFC 6749 §6: a refresh may narrow the scope, never widen it; a refused request rotates nothing.
         const granted = new Set(grant.scope.split(" "));
         if (requestedScope?.some((s) => !granted.has(s))) return { status: "invalid_scope" };
+        const windowOpen = f.rotations_reset_at > now;
+        const rotations = windowOpen ? f.rotations : 0;
+        if (rotations >= a.maxRotationsPerHour)
+          return {
+            status: "too_many_rotations",
+            retry_after: Math.max(1, Math.ceil((f.rotations_reset_at - now) / 1000)),
+          };
         this.sql.exec(
-          "UPDATE families SET previous_hash = current_hash, previous_sealed = ?, current_hash = ?, rotated_at = ? WHERE family_hash = ?",
+          `UPDATE families SET previous_hash = current_hash, previous_sealed = ?, current_hash = ?, rotated_at = ?,
+             rotations = ?, rotations_reset_at = ? WHERE family_hash = ?`,
           sealedNext,
           nextHash,
           now,
+          rotations + 1,
+          windowOpen ? f.rotations_reset_at : now + HOUR,
           familyHash,
         );
         this.sql.exec(

@@ -122,6 +122,27 @@ describe("Token: refresh_token rotation (CONTRACT §3)", () => {
     await expectInvalidGrant(await refreshGrant(client, tokens.refresh_token as string, {}, e));
   });
 
+  it("caps a family's rotations an hour: 429 with Retry-After, the family intact", async () => {
+    const e = withVars({ POLICY: policy({ refresh_rotations_per_hour: 6 }) });
+    const client = await registerClient({}, e);
+    const { tokens } = await fullLogin(client, uniqueEmail(), { env: e });
+    const at = pinClock();
+    let token = tokens.refresh_token as string;
+    for (let i = 0; i < 6; i++) {
+      const res = await refreshGrant(client, token, {}, e);
+      expect(res.status, await res.clone().text()).toBe(200);
+      token = ((await res.json()) as Tokens).refresh_token as string;
+      at((i + 1) * 10_000);
+    }
+    const refused = await refreshGrant(client, token, {}, e);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(3000);
+    expect(((await refused.json()) as { error: string }).error).toBe("too_many_requests");
+    // The hour over, the same current token rotates again.
+    at(3_600_001);
+    expect((await refreshGrant(client, token, {}, e)).status).toBe(200);
+  });
+
   it("refuses another client's refresh token without harming the family (D3)", async () => {
     const a = await registerClient();
     const b = await registerClient();

@@ -79,6 +79,12 @@ const policySchema = z
       .default(30 * 86400),
     refresh_grace_seconds: z.number().int().min(0).max(60).default(5),
     /**
+     * Rotations one refresh family may make in an hour; then 429 with Retry-After. Every rotation
+     * keeps a spent-token row for the family's life (reuse detection), so an unlimited loop would
+     * grow storage without bound. A client refreshing at each access-token expiry needs 6.
+     */
+    refresh_rotations_per_hour: z.number().int().min(6).max(3600).default(60),
+    /**
      * How long an isolate may keep a client registration (and a CORS origin check) it read from D1,
      * which saves a D1 read per authorize and token request. An admin change (a deleted client, a new
      * secret, new redirect URIs) holds at once in the isolate that made it and in those op-mgmt

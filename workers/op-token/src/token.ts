@@ -164,17 +164,22 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     seal(presented, JSON.stringify(fresh)),
   ]);
   const rotator = shard(env, "refresh", parsed.ref);
-  const result = await rotator.rotateRefresh(
+  const result = await rotator.rotateRefresh({
     familyHash,
     presentedHash,
-    client.client_id,
+    clientId: client.client_id,
     nextHash,
-    sealed,
+    sealedNext: sealed,
     now,
-    config.POLICY.refresh_grace_seconds * 1000,
+    graceMs: config.POLICY.refresh_grace_seconds * 1000,
     requestedScope,
-  );
+    maxRotationsPerHour: config.POLICY.refresh_rotations_per_hour,
+  });
   if (result.status === "invalid_scope") throw new OAuthError("invalid_scope", "a refresh cannot widen the scope");
+  if (result.status === "too_many_rotations")
+    throw new OAuthError("too_many_requests", "this refresh token family is rotated too often", {
+      retryAfter: result.retry_after,
+    });
   if (result.status === "invalid") throw invalidGrant("the refresh token is invalid, expired or revoked");
   if (result.status === "reuse_detected") {
     // The family is revoked in the rotator; the grant mark kills the access tokens issued from it.
