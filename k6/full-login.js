@@ -7,27 +7,17 @@
 // See k6/README.md for every variable.
 import exec from "k6/execution";
 import { createClient, deleteClient, requireAdminToken } from "./lib/admin.js";
-import { arrivalScenario, bool, cloudOptions, P95_MS, RAMP, SUCCESS_RATE, usersNeeded } from "./lib/config.js";
+import { bool, cloudOptions, RAMP, usersNeeded } from "./lib/config.js";
 import { login } from "./lib/login.js";
-import { holdSubmetrics } from "./lib/metrics.js";
+import { loginScriptOptions } from "./lib/metrics.js";
 import { emailForIteration, newRunId, seedUsers } from "./lib/users.js";
 
 const SCOPE = __ENV.SCOPE || "openid email offline_access";
 
-/** PHASE_METRICS=1 (tools/bench.mjs): hold-only submetrics, see holdSubmetrics in lib/metrics.js. */
+/** PHASE_METRICS=1 (tools/bench.mjs): each iteration's metrics are tagged with its phase (lib/metrics.js). */
 const PHASE_METRICS = bool("PHASE_METRICS", false);
 
-export const options = {
-  scenarios: { full_login: arrivalScenario(1) },
-  thresholds: {
-    full_flow: [`p(95)<${P95_MS}`],
-    login_success: [`rate>${SUCCESS_RATE}`],
-    ...(PHASE_METRICS ? holdSubmetrics() : {}),
-  },
-  setupTimeout: "5m",
-  summaryTrendStats: ["avg", "min", "med", "p(90)", "p(95)", "p(99)", "max", "count"],
-  cloud: cloudOptions("Keyway full login"),
-};
+export const options = loginScriptOptions({ setupTimeout: "5m", cloud: cloudOptions("Keyway full login") });
 
 export function setup() {
   requireAdminToken();

@@ -14,15 +14,15 @@
 import { check } from "k6";
 import exec from "k6/execution";
 import http from "k6/http";
-import { arrivalScenario, BASE_URL, bool, P95_MS, RAMP, REQUEST_TIMEOUT, SUCCESS_RATE } from "./lib/config.js";
+import { BASE_URL, bool, RAMP, REQUEST_TIMEOUT } from "./lib/config.js";
 import { header, jsonBody, qs, queryOf, withoutQuery } from "./lib/http-util.js";
 import { readCode } from "./lib/mailbox.js";
 import {
   countFailure,
   errors,
   fullFlow,
-  holdSubmetrics,
   logFailure,
+  loginScriptOptions,
   loginSuccess,
   mailboxWait,
   stepTrend,
@@ -34,16 +34,7 @@ const PHASE_METRICS = bool("PHASE_METRICS", false);
 const SCOPE = "openid email offline_access";
 const JSON_HEADERS = { "Content-Type": "application/json", Accept: "application/json" };
 
-export const options = {
-  scenarios: { full_login: arrivalScenario(1) },
-  thresholds: {
-    full_flow: [`p(95)<${P95_MS}`],
-    login_success: [`rate>${SUCCESS_RATE}`],
-    ...(PHASE_METRICS ? holdSubmetrics() : {}),
-  },
-  setupTimeout: "1m",
-  summaryTrendStats: ["avg", "min", "med", "p(90)", "p(95)", "p(99)", "max", "count"],
-};
+export const options = loginScriptOptions({ setupTimeout: "1m" });
 
 export function setup() {
   const res = http.post(`${BASE_URL}/__peer/client`);

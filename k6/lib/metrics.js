@@ -1,5 +1,5 @@
 import { Counter, Rate, Trend } from "k6/metrics";
-import { num } from "./config.js";
+import { arrivalScenario, bool, num, P95_MS, SUCCESS_RATE } from "./config.js";
 import { describe, jsonBody } from "./http-util.js";
 
 /** Per-step latency (ms, the step's HTTP request only; the mailbox read is never counted). */
@@ -85,4 +85,22 @@ export function holdSubmetrics() {
   // 0 is a timeout or a refused connection.
   for (const status of [0, 400, 429, 500, 502, 503]) out[`http_reqs{phase:hold,status:${status}}`] = ["count>=0"];
   return out;
+}
+
+/**
+ * The options of a five-step login script (full-login.js, peer-oidc-provider.js): one login per
+ * iteration at RATE, the pass rule as thresholds, and with PHASE_METRICS=1 (tools/bench.mjs) the
+ * hold-only submetrics.
+ */
+export function loginScriptOptions(extra = {}) {
+  return {
+    scenarios: { full_login: arrivalScenario(1) },
+    thresholds: {
+      full_flow: [`p(95)<${P95_MS}`],
+      login_success: [`rate>${SUCCESS_RATE}`],
+      ...(bool("PHASE_METRICS", false) ? holdSubmetrics() : {}),
+    },
+    summaryTrendStats: ["avg", "min", "med", "p(90)", "p(95)", "p(99)", "max", "count"],
+    ...extra,
+  };
 }
