@@ -102,6 +102,32 @@ describe("AuthorizeInit (CONTRACT §2.1)", () => {
     expect(html).toContain(`<input type="hidden" name="tx" value="${txId}.`);
   });
 
+  it("pre-fills the email from login_hint, escaped; a hint that is no address is ignored (OIDC Core §3.1.2.1)", async () => {
+    const client = await registerClient();
+    const { challenge } = await pkce();
+    const page = async (hint: string) => {
+      const res = await new Browser().fetch(`/authorize?${authorizeQuery(client, challenge, { login_hint: hint })}`, {
+        headers: { Accept: "text/html" },
+      });
+      expect(res.status).toBe(200);
+      return /<input id="email"[^>]*>/.exec(await res.text())?.[0] ?? "";
+    };
+    expect(await page("ada@example.com")).toContain('value="ada@example.com"');
+    const quoted = await page('"x"@example.com');
+    expect(quoted).toContain('value="&#34;x&#34;@example.com"');
+    expect(quoted).not.toContain('"x"');
+    expect(await page("usr_opaque-subject")).not.toContain("value=");
+    // The hint is not carried in the sealed tx: it only pre-fills the page.
+    const api = await new Browser().fetch(
+      `/authorize?${authorizeQuery(client, challenge, { login_hint: "ada@example.com" })}`,
+      { headers: { Accept: "application/json" } },
+    );
+    const { tx } = (await api.json()) as { tx: string };
+    const sealed = await openSealed("tx", tx);
+    expect(sealed).toMatchObject({ request: { client_id: client.client_id } });
+    expect(JSON.stringify(sealed)).not.toContain("ada@example.com");
+  });
+
   it("uses __Host- cookies with Secure on an https issuer", async () => {
     const e = withVars({ ISSUER: "https://id.example.com" });
     const client = await registerClient({}, e);
@@ -351,8 +377,11 @@ describe("AuthorizeCode (CONTRACT §2.4)", () => {
     // Within max_age: the session answers.
     const within = await first.browser.fetch(`/authorize?${authorizeQuery(client, challenge, { max_age: "600" })}`);
     expect(within.status).toBe(302);
-    // Past max_age or prompt=login: a new login (the login page), not a code.
-    for (const extra of [{ max_age: "60" }, { prompt: "login" }] as Record<string, string>[]) {
+    // Past max_age, prompt=login or select_account (another account is chosen on the login page): a new login (the login page), not a code.
+    for (const extra of [{ max_age: "60" }, { prompt: "login" }, { prompt: "select_account" }] as Record<
+      string,
+      string
+    >[]) {
       const res = await first.browser.fetch(`/authorize?${authorizeQuery(client, challenge, extra)}`, {
         headers: { Accept: "application/json" },
       });

@@ -102,6 +102,23 @@ describe("users (CONTRACT §5)", () => {
     expect((await admin("/users/usr_nope")).status).toBe(404);
   });
 
+  it("updates a user's name with PATCH, clears it with null, and refuses anything else", async () => {
+    const email = uniqueEmail("patch");
+    const created = (await (await admin("/users", { method: "POST", json: { email } })).json()) as User;
+    const named = await admin(`/users/${created.id}`, { method: "PATCH", json: { name: "  Grace Hopper " } });
+    expect(named.status, await named.clone().text()).toBe(200);
+    expect(await named.json()).toMatchObject({ id: created.id, email, name: "Grace Hopper" });
+    expect(((await (await admin(`/users/${created.id}`)).json()) as User).name).toBe("Grace Hopper");
+    const cleared = await admin(`/users/${created.id}`, { method: "PATCH", json: { name: null } });
+    expect(((await cleared.json()) as User).name).toBeNull();
+    for (const bad of [{ email: "other@example.com" }, { name: "" }, { name: "x".repeat(201) }, {}, { name: 7 }]) {
+      const res = await admin(`/users/${created.id}`, { method: "PATCH", json: bad });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+    }
+    expect((await admin("/users/usr_nope", { method: "PATCH", json: { name: "x" } })).status).toBe(404);
+    expect(((await (await admin(`/users/${created.id}`)).json()) as User).email).toBe(email);
+  });
+
   it("lists users in pages", async () => {
     for (let i = 0; i < 3; i++) await admin("/users", { method: "POST", json: { email: uniqueEmail("page") } });
     const first = (await (await admin("/users?limit=2")).json()) as { users: User[]; next: string | null };

@@ -140,6 +140,29 @@ describe("Token: authorization_code (CONTRACT §2.5, §3)", () => {
     expect((await verifyJwt(next.access_token, { typ: "at+jwt" })).header.alg).toBe("ES256");
   });
 
+  it("puts at_hash in every ID token issued with an access token, RS256 and ES256 (OIDC Core §3.1.3.6)", async () => {
+    // As an RP (go-oidc's VerifyAccessToken) checks it: the left half of SHA-256(access_token), base64url.
+    const leftHalf = async (token: string) => {
+      const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token)));
+      return btoa(String.fromCharCode(...digest.subarray(0, 16)))
+        .replace(/\+/g, "-")
+        .replace(/\//g, "_")
+        .replace(/=+$/, "");
+    };
+    for (const alg of ["RS256", "ES256"]) {
+      const client = await registerClient({ id_token_signed_response_alg: alg });
+      const { tokens } = await fullLogin(client);
+      const id = await verifyJwt(tokens.id_token, { audience: client.client_id });
+      expect(id.header.alg).toBe(alg);
+      expect(id.payload.at_hash).toBe(await leftHalf(tokens.access_token));
+      // A refresh issues a new pair; the new ID token hashes the new access token.
+      const next = await expectTokens(await refreshGrant(client, tokens.refresh_token as string));
+      const nextId = await verifyJwt(next.id_token, { audience: client.client_id });
+      expect(nextId.payload.at_hash).toBe(await leftHalf(next.access_token));
+      expect(nextId.payload.at_hash).not.toBe(id.payload.at_hash);
+    }
+  });
+
   it("omits nonce when none was sent, and email without the email scope", async () => {
     const client = await registerClient();
     const q = { scope: "openid", nonce: null };
@@ -471,7 +494,9 @@ describe("discovery and keys (CONTRACT §1)", () => {
       expect.arrayContaining(["client_secret_basic", "client_secret_post", "none"]),
     );
     expect(doc.scopes_supported).toEqual(expect.arrayContaining(["openid", "email", "profile", "offline_access"]));
-    expect(doc.claims_supported).toEqual(expect.arrayContaining(["sub", "email", "sid", "auth_time", "amr"]));
+    expect(doc.claims_supported).toEqual(expect.arrayContaining(["sub", "email", "sid", "auth_time", "amr", "name"]));
+    // Only prompts that do something: `consent` is accepted but there is no consent step to show.
+    expect(doc.prompt_values_supported).toEqual(["none", "login", "select_account"]);
   });
 
   it("publishes public signing keys with kid, alg and use", async () => {

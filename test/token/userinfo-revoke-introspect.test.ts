@@ -19,6 +19,7 @@ import {
   sql,
   stubForId,
   type TestClient,
+  uniqueEmail,
   userinfo,
   verifyJwt,
 } from "../support/harness";
@@ -57,6 +58,48 @@ describe("userinfo (CONTRACT §3)", () => {
       expect(res.headers.get("cache-control")).toBe("no-store");
       expect(await res.json()).toEqual({ sub, email, email_verified: true });
     }
+  });
+
+  it("takes the token from a POST form body (RFC 6750 §2.2), never from the query, never from two places", async () => {
+    const client = await registerClient();
+    const { tokens, email } = await fullLogin(client);
+    const { sub } = (await verifyJwt(tokens.id_token)).payload;
+    const post = (body: string, headers: Record<string, string> = {}) =>
+      call("/userinfo", {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded", ...headers },
+        body,
+      });
+    const inBody = await post(new URLSearchParams({ access_token: tokens.access_token }).toString());
+    expect(inBody.status, await inBody.clone().text()).toBe(200);
+    expect(await inBody.json()).toEqual({ sub, email, email_verified: true });
+    // §2.3 (the query string) is not supported: the token there counts as absent.
+    const inQuery = await call(`/userinfo?access_token=${encodeURIComponent(tokens.access_token)}`);
+    expect(inQuery.status).toBe(401);
+    expect(inQuery.headers.get("www-authenticate")).toBe('Bearer realm="keyway"');
+    // Header and body at once: RFC 6750 §2 allows one method per request.
+    const both = await post(new URLSearchParams({ access_token: tokens.access_token }).toString(), {
+      Authorization: `Bearer ${tokens.access_token}`,
+    });
+    expect(both.status).toBe(400);
+    expect(((await both.json()) as { error: string }).error).toBe("invalid_request");
+    await expectInvalidToken(await post("access_token=garbage%20token"));
+    await expectInvalidToken(await post("access_token="));
+  });
+
+  it("returns the user's name for the profile scope, and nothing more without it (OIDC Core §5.4)", async () => {
+    const advance = pinClock();
+    const client = await registerClient({ scope: "openid email profile" });
+    const email = uniqueEmail("named");
+    const created = await admin("/users", { method: "POST", json: { email, name: "Ada Lovelace" } });
+    expect(created.status).toBe(201);
+    const withProfile = await fullLogin(client, email, { extra: { scope: "openid profile" } });
+    expect(withProfile.tokens.scope).toBe("openid profile");
+    const res = await userinfo(withProfile.tokens.access_token);
+    expect(await res.json()).toEqual({ sub: ((await created.json()) as { id: string }).id, name: "Ada Lovelace" });
+    advance(61_000); // past the address's resend interval
+    const without = await fullLogin(client, email, { extra: { scope: "openid email" } });
+    expect(await (await userinfo(without.tokens.access_token)).json()).not.toHaveProperty("name");
   });
 
   it("answers a missing, malformed, forged or expired token with 401 (G4, D8)", async () => {
@@ -177,12 +220,9 @@ describe("introspection (RFC 7662)", () => {
       jti: payload.jti,
     });
     const rt = await introspect(client, tokens.refresh_token as string);
-    expect(rt).toMatchObject({
-      active: true,
-      token_type: "refresh_token",
-      client_id: client.client_id,
-      sub: payload.sub,
-    });
+    expect(rt).toMatchObject({ active: true, client_id: client.client_id, sub: payload.sub });
+    // RFC 7662 §2.2's token_type is an access token type (RFC 6749 §7.1); a refresh token has none.
+    expect(rt).not.toHaveProperty("token_type");
     expect(rt.exp).toBeGreaterThan(Date.now() / 1000 + 29 * 86_400);
   });
 

@@ -1,5 +1,6 @@
 import { decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from "jose";
 import type { Config } from "./config";
+import { base64url } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
 import { keyRing, type SigningAlg } from "./keys";
@@ -77,10 +78,17 @@ export async function signIdToken(
     sid: string;
     iat: number;
     email?: string | undefined;
+    /** The access token issued with this ID token: its hash becomes `at_hash`. */
+    accessToken: string;
   },
 ): Promise<string> {
   const key = (await keyRing(env, config)).signing[alg];
-  const claims: JWTPayload = { auth_time: c.auth_time, amr: ["otp"], sid: c.sid };
+  const claims: JWTPayload = {
+    auth_time: c.auth_time,
+    amr: ["otp"],
+    sid: c.sid,
+    at_hash: await accessTokenHash(c.accessToken),
+  };
   if (c.nonce !== undefined) claims.nonce = c.nonce;
   if (c.email !== undefined) {
     claims.email = c.email;
@@ -94,6 +102,15 @@ export async function signIdToken(
     .setIssuedAt(c.iat)
     .setExpirationTime(c.iat + config.POLICY.id_token_ttl_seconds)
     .sign(key.key);
+}
+
+/**
+ * OIDC Core §3.1.3.6 / §3.3.2.11: the left half of the access token's hash, base64url. RS256 and ES256
+ * both hash with SHA-256, so the left 128 bits.
+ */
+export async function accessTokenHash(accessToken: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(accessToken)));
+  return base64url(digest.subarray(0, digest.length / 2));
 }
 
 const invalidToken = (description: string) =>

@@ -29,6 +29,8 @@ const PROMPTS = new Set(["none", "login", "consent", "select_account"]);
 
 export interface ValidatedRequest extends AuthRequest {
   prompts: Set<string>;
+  /** OIDC Core §3.1.2.1: pre-fills the login page's email; only an address is used, never sealed into tx. */
+  login_hint?: string;
 }
 
 /**
@@ -99,6 +101,9 @@ export function validateAuthorizeRequest(
   if (params.nonce !== undefined) req.nonce = params.nonce;
   if (maxAge !== undefined) req.max_age = maxAge;
   if (params.prompt !== undefined) req.prompt = params.prompt;
+  // A hint that is not an email address (an opaque subject id, say) is ignored, not an error.
+  const hint = params.login_hint?.trim();
+  if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;
   return req;
 }
 

@@ -85,8 +85,8 @@ function redirect(location: string, headers: Record<string, string> = {}): Respo
 }
 
 /**
- * The browser's session, if it may answer this request without a new login: not `prompt=login`,
- * within `max_age` (OIDC Core §3.1.2.1), and its user neither deleted nor revoked since.
+ * The browser's session, if it may answer this request without a new login: not `prompt=login` nor
+ * `select_account` (the login page is where another account is chosen), within `max_age` (OIDC Core §3.1.2.1), and its user neither deleted nor revoked since.
  */
 async function liveSession(
   env: Env,
@@ -94,7 +94,7 @@ async function liveSession(
   req: Request,
   request: ValidatedRequest,
 ): Promise<BrowserSession | null> {
-  if (request.prompts.has("login")) return null;
+  if (request.prompts.has("login") || request.prompts.has("select_account")) return null;
   const session = await currentSession(env, config, req);
   if (!session) return null;
   if (request.max_age !== undefined && Date.now() / 1000 - session.auth_time > request.max_age) return null;
@@ -111,7 +111,7 @@ async function liveSession(
 async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promise<Response> {
   const config = c.get("config");
   const ttl = config.POLICY.login_tx_ttl_seconds;
-  const { prompts: _, ...carried } = request;
+  const { prompts: _, login_hint: loginHint, ...carried } = request;
   const { tx, id } = await beginLoginTx(config, carried, Date.now());
   const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), id, {
     secure: config.secureCookies,
@@ -119,7 +119,7 @@ async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promis
   });
   if ((c.req.header("accept") ?? "").includes("application/json"))
     return json({ tx, expires_in: ttl }, 200, { "Set-Cookie": cookie, ...NO_STORE });
-  return emailStep({ issuerName: config.ISSUER_NAME, tx, headers: { "Set-Cookie": cookie } });
+  return emailStep({ issuerName: config.ISSUER_NAME, tx, email: loginHint, headers: { "Set-Cookie": cookie } });
 }
 
 /**

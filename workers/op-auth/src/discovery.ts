@@ -37,8 +37,10 @@ export function discovery(c: Context<AppEnv>): Response {
       "sid",
       "email",
       "email_verified",
+      "name",
     ],
-    prompt_values_supported: ["none", "login", "consent", "select_account"],
+    // `consent` is accepted and has nothing to ask (no consent step), so it is not advertised.
+    prompt_values_supported: ["none", "login", "select_account"],
     authorization_response_iss_parameter_supported: true,
     claims_parameter_supported: false,
     request_parameter_supported: false,

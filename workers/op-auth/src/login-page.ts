@@ -38,6 +38,8 @@ const errorBlock = (error?: string) => (error ? `<p class="error" role="alert">$
 export function emailStep(o: {
   issuerName: string;
   tx: string;
+  /** The request's login_hint, pre-filled. */
+  email?: string | undefined;
   error?: string;
   status?: number;
   headers?: Record<string, string>;
@@ -50,7 +52,7 @@ export function emailStep(o: {
 <form method="post" action="/email-code/generate">
 <input type="hidden" name="tx" value="${escapeHtml(o.tx)}">
 <label for="email">Email</label>
-<input id="email" name="email" type="email" autocomplete="email" required autofocus maxlength="254">
+<input id="email" name="email" type="email" autocomplete="email" required autofocus maxlength="254"${o.email ? ` value="${escapeHtml(o.email)}"` : ""}>
 <button type="submit">Email me a code</button></form>`,
   });
 }

@@ -8,7 +8,7 @@ import { createClient, deleteClient, getClient, listClients, patchClient } from 
 import { listKeys, rotateKeys, scheduledRotation } from "./keys";
 import { shardStats } from "./stats";
 import { testMailbox } from "./test-mailbox";
-import { createUser, deleteUser, getUser, importUsers, listUsers, revokeUser } from "./users";
+import { createUser, deleteUser, getUser, importUsers, listUsers, patchUser, revokeUser } from "./users";
 
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
 export const app = createApp();
@@ -30,6 +30,7 @@ app.post("/admin/v1/users", createUser);
 app.post("/admin/v1/users/import", importUsers);
 app.get("/admin/v1/users", listUsers);
 app.get("/admin/v1/users/:id", getUser);
+app.patch("/admin/v1/users/:id", patchUser);
 app.delete("/admin/v1/users/:id", deleteUser);
 app.post("/admin/v1/users/:id/revoke", revokeUser);
 app.get("/admin/v1/shards", (c) => {

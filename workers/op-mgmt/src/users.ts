@@ -20,6 +20,8 @@ const email = z.string().transform((v, ctx) => {
   return normalized;
 });
 const userInput = z.object({ email, name: z.string().trim().min(1).max(200).optional() }).strict();
+/** PATCH: only the name changes here (`null` clears it); an email is a user's identity in Keyway. */
+const userPatch = z.object({ name: z.string().trim().min(1).max(200).nullable() }).strict();
 const importInput = z.object({ users: z.array(userInput).min(1).max(1000) }).strict();
 
 export async function createUser(c: Context<AppEnv>): Promise<Response> {
@@ -82,6 +84,15 @@ export async function getUser(c: Context<AppEnv>): Promise<Response> {
   const user = await findUser(c.env, c.req.param("id") ?? "");
   if (!user) throw new OAuthError("not_found", "no such user");
   return json(user);
+}
+
+export async function patchUser(c: Context<AppEnv>): Promise<Response> {
+  const input = await body(c, userPatch);
+  const row = await c.env.DB.prepare("UPDATE users SET name = ?, updated_at = ? WHERE id = ? RETURNING *")
+    .bind(input.name, Date.now(), c.req.param("id") ?? "")
+    .first<User>();
+  if (!row) throw new OAuthError("not_found", "no such user");
+  return json(row);
 }
 
 export async function listUsers(c: Context<AppEnv>): Promise<Response> {

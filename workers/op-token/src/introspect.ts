@@ -48,10 +48,10 @@ export async function introspect(c: Context<AppEnv>): Promise<Response> {
   }
   const g = found.grant;
   if (g.client_id !== client.client_id) return inactive();
+  // No token_type: RFC 7662 §2.2 means an access token type of RFC 6749 §7.1, which a refresh token has not.
   return json(
     {
       active: true,
-      token_type: "refresh_token",
       scope: g.scope,
       client_id: g.client_id,
       sub: g.sub,

@@ -34,27 +34,27 @@ export async function buildTokenResponse(
   plan: IssuePlan,
 ): Promise<TokenResponse> {
   const { grant } = plan;
-  const [access_token, id_token] = await Promise.all([
-    signAccessToken(env, config, {
-      sub: grant.sub,
-      client_id: client.client_id,
-      scope: plan.scope,
-      sid: grant.sid,
-      grant_id: plan.grantId,
-      auth_time: grant.auth_time,
-      jti: plan.jti,
-      iat: plan.iat,
-    }),
-    signIdToken(env, config, client.id_token_signed_response_alg, {
-      sub: grant.sub,
-      aud: client.client_id,
-      auth_time: grant.auth_time,
-      nonce: grant.nonce,
-      sid: grant.sid,
-      iat: plan.iat,
-      email: plan.scope.split(" ").includes("email") ? grant.email : undefined,
-    }),
-  ]);
+  // The ID token carries the access token's hash (at_hash), so the access token is signed first.
+  const access_token = await signAccessToken(env, config, {
+    sub: grant.sub,
+    client_id: client.client_id,
+    scope: plan.scope,
+    sid: grant.sid,
+    grant_id: plan.grantId,
+    auth_time: grant.auth_time,
+    jti: plan.jti,
+    iat: plan.iat,
+  });
+  const id_token = await signIdToken(env, config, client.id_token_signed_response_alg, {
+    sub: grant.sub,
+    aud: client.client_id,
+    auth_time: grant.auth_time,
+    nonce: grant.nonce,
+    sid: grant.sid,
+    iat: plan.iat,
+    email: plan.scope.split(" ").includes("email") ? grant.email : undefined,
+    accessToken: access_token,
+  });
   const response: TokenResponse = {
     access_token,
     token_type: "Bearer",

@@ -2,23 +2,23 @@ import type { Context } from "hono";
 import { type AppEnv, admitNewWork } from "../../shared/app";
 import { findClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE } from "../../shared/http";
+import { isForm, json, NO_STORE, parseForm, readBodyText } from "../../shared/http";
 import { requireLiveAccessToken } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
 import { corsClient } from "./cors";
 
-/** OIDC Core §5.3: GET or POST with a Bearer token in the Authorization header (RFC 6750 §2.1). */
+const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i;
+
+/**
+ * OIDC Core §5.3: GET or POST. The access token comes in the Authorization header (RFC 6750 §2.1) or,
+ * for a POST with a form body, as its `access_token` field (§2.2, pyoidc's default); never from the
+ * query string (§2.3 is not supported), and never by two methods at once (§2).
+ */
 export async function userinfo(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   admitNewWork(c);
-  const header = c.req.header("authorization") ?? "";
-  const m = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i.exec(header.trim());
-  if (!m)
-    throw new OAuthError("invalid_token", "a Bearer access token is required", {
-      status: 401,
-      wwwAuthenticate: header ? 'Bearer error="invalid_token"' : 'Bearer realm="keyway"',
-    });
-  const claims = await requireLiveAccessToken(c.env, config, m[1] as string);
+  const token = await presentedToken(c.req.raw);
+  const claims = await requireLiveAccessToken(c.env, config, token);
   const client = await findClient(c.env, config, claims.client_id);
   if (client) corsClient(c, client);
   const user = await findUser(c.env, claims.sub);
@@ -27,9 +27,25 @@ export async function userinfo(c: Context<AppEnv>): Promise<Response> {
       wwwAuthenticate: 'Bearer error="invalid_token"',
     });
   const body: Record<string, unknown> = { sub: user.id };
-  if (claims.scope.split(" ").includes("email")) {
+  const scopes = claims.scope.split(" ");
+  if (scopes.includes("email")) {
     body.email = user.email;
     body.email_verified = true;
   }
+  // OIDC Core §5.4: `profile` asks for the profile claims; Keyway keeps only a name, when the user has one.
+  if (scopes.includes("profile") && user.name) body.name = user.name;
   return json(body, 200, NO_STORE);
+}
+
+async function presentedToken(req: Request): Promise<string> {
+  const header = req.headers.get("authorization")?.trim() ?? "";
+  const inBody = req.method === "POST" && isForm(req) ? parseForm(await readBodyText(req)).access_token : undefined;
+  if (header && inBody !== undefined)
+    throw new OAuthError("invalid_request", "send the access token in one place, not in both the header and the body");
+  const token = inBody ?? BEARER.exec(header)?.[1];
+  if (token && BEARER.test(`Bearer ${token}`)) return token;
+  throw new OAuthError("invalid_token", "a Bearer access token is required", {
+    status: 401,
+    wwwAuthenticate: header || inBody !== undefined ? 'Bearer error="invalid_token"' : 'Bearer realm="keyway"',
+  });
 }
