@@ -13,7 +13,10 @@ import { countVerbCalls, ShardStore } from "./shard-store";
 export interface OtpPolicy {
   otp_ttl_seconds: number;
   otp_max_attempts: number;
+  /** Wrong codes per hour for one address from one source; then that source is locked out of it. */
   email_failures_per_hour: number;
+  /** Wrong codes per hour for one address from every source together; then the address is locked. */
+  email_failures_per_hour_all_sources: number;
   email_consecutive_failures: number;
   resend_interval_seconds: number;
   sends_per_email_per_hour: number;
@@ -35,6 +38,8 @@ export type VerifyResult =
 
 export interface IssueChallenge {
   emailKey: string;
+  /** HMAC of where the request came from (an IPv4 address, an IPv6 /48): failures are counted per source. */
+  sourceKey: string;
   /** SHA-256 of the login transaction's id: only that transaction can use the code. */
   txHash: string;
   codeMac: string;
@@ -46,6 +51,7 @@ export interface IssueChallenge {
 
 export interface VerifyChallenge {
   emailKey: string;
+  sourceKey: string;
   txHash: string;
   codeMac: string;
   now: number;
@@ -104,6 +110,14 @@ export class ChallengeStore extends ShardStore {
         consecutive INTEGER NOT NULL DEFAULT 0,
         consecutive_until INTEGER NOT NULL DEFAULT 0)`,
       "CREATE INDEX IF NOT EXISTS email_limits_exp ON email_limits(expires_at)",
+      // Wrong codes per address and source, so that one source cannot lock a person out (issue 15).
+      `CREATE TABLE IF NOT EXISTS source_failures (
+        email_key TEXT NOT NULL,
+        source_key TEXT NOT NULL,
+        failures INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (email_key, source_key)) WITHOUT ROWID`,
+      "CREATE INDEX IF NOT EXISTS source_failures_exp ON source_failures(expires_at)",
       `CREATE TABLE IF NOT EXISTS captured (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         email_key TEXT NOT NULL,
@@ -133,7 +147,7 @@ export class ChallengeStore extends ShardStore {
   }
 
   protected expiringTables(): string[] {
-    return ["otp_codes", "email_limits", "captured", "known_users"];
+    return ["otp_codes", "email_limits", "source_failures", "captured", "known_users"];
   }
 
   #limits(emailKey: string, now: number): Limits {
@@ -160,11 +174,32 @@ export class ChallengeStore extends ShardStore {
     return l;
   }
 
-  /** Seconds until the address may try codes again, or 0 when it may now. */
-  #lockedFor(l: Limits, p: OtpPolicy, now: number): number {
+  /**
+   * This source's wrong codes for the address in the address's current hour: a source's row expires
+   * when that hour ends, so every source's count starts over with the address's own.
+   */
+  #sourceFailures(emailKey: string, sourceKey: string, l: Limits, now: number): { failures: number; until: number } {
+    const row = this.sql
+      .exec<{ failures: number; expires_at: number }>(
+        "SELECT failures, expires_at FROM source_failures WHERE email_key = ? AND source_key = ? AND expires_at > ?",
+        emailKey,
+        sourceKey,
+        now,
+      )
+      .toArray()[0];
+    return row ? { failures: row.failures, until: row.expires_at } : { failures: 0, until: l.failures_reset_at };
+  }
+
+  /**
+   * Seconds until this source may try codes for the address again, or 0 when it may now: locked when
+   * the source spent its hourly failures, when every source together spent theirs, or after a run of
+   * consecutive failures.
+   */
+  #lockedFor(l: Limits, source: { failures: number; until: number }, p: OtpPolicy, now: number): number {
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
     const until = Math.max(
-      l.failures >= p.email_failures_per_hour ? l.failures_reset_at : 0,
+      source.failures >= p.email_failures_per_hour ? source.until : 0,
+      l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
       l.consecutive >= p.email_consecutive_failures ? l.consecutive_until : 0,
     );
     return until > now ? secs(until - now) : 0;
@@ -201,7 +236,7 @@ export class ChallengeStore extends ShardStore {
     const { emailKey, now, policy: p } = a;
     const l = this.#limits(emailKey, now);
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
-    const locked = this.#lockedFor(l, p, now);
+    const locked = this.#lockedFor(l, this.#sourceFailures(emailKey, a.sourceKey, l, now), p, now);
     if (locked) return { ok: false, error: "too_many_requests", retry_after: locked };
     const resendAt = l.last_sent_at + p.resend_interval_seconds * 1000;
     if (resendAt > now) return { ok: false, error: "slow_down", retry_after: secs(resendAt - now) };
@@ -249,7 +284,8 @@ export class ChallengeStore extends ShardStore {
     const { emailKey, now, policy: p } = a;
     return this.ctx.storage.transactionSync((): VerifyResult => {
       const l = this.#limits(emailKey, now);
-      const locked = this.#lockedFor(l, p, now);
+      const source = this.#sourceFailures(emailKey, a.sourceKey, l, now);
+      const locked = this.#lockedFor(l, source, p, now);
       if (locked) return { status: "locked", retry_after: locked };
 
       const c = this.sql
@@ -268,12 +304,23 @@ export class ChallengeStore extends ShardStore {
           Object.assign(l, { failures: 0, consecutive: 0, consecutive_until: 0 });
           this.#saveLimits(emailKey, l);
         }
+        // The signing-in source's own failures go; other sources' stay until their hour ends.
+        if (source.failures > 0)
+          this.sql.exec("DELETE FROM source_failures WHERE email_key = ? AND source_key = ?", emailKey, a.sourceKey);
         return { status: "ok", user: this.#knownUser(emailKey, now) };
       }
       this.sql.exec(
         "UPDATE otp_codes SET attempts = attempts + 1 WHERE email_key = ? AND tx_hash = ?",
         emailKey,
         a.txHash,
+      );
+      this.sql.exec(
+        `INSERT INTO source_failures (email_key, source_key, failures, expires_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT(email_key, source_key) DO UPDATE SET failures = excluded.failures, expires_at = excluded.expires_at`,
+        emailKey,
+        a.sourceKey,
+        source.failures + 1,
+        source.until,
       );
       l.failures += 1;
       l.consecutive += 1;

@@ -1,6 +1,6 @@
 import * as oauth from "oauth4webapi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support";
+import { type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support.js";
 
 /**
  * End to end over real HTTP with a second RP library that no one here wrote (oauth4webapi 3, the

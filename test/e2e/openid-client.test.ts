@@ -1,6 +1,6 @@
 import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support";
+import { type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support.js";
 
 /** End to end over real HTTP, driven by a certified RP library (openid-client 6). */
 

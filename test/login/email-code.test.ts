@@ -475,7 +475,7 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     await expectJsonError(await browser.postJson("/email-code/verify", { tx, email, code }), 400, "invalid_code");
   });
 
-  it("locks the email after 10 failures across codes: 429 too_many_attempts until the hour passes (A2)", async () => {
+  it("locks the email for the source after 10 failures across codes: 429 too_many_attempts until the hour passes (A2)", async () => {
     const client = await registerClient();
     const at = pinClock();
     const email = uniqueEmail();
@@ -490,7 +490,7 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
         400,
         "invalid_code",
       );
-    // Locked: even the right code, from any browser.
+    // Locked: even the right code, from any browser at that address.
     const locked = await browser.postJson("/email-code/verify", { tx, email, code: second });
     expect(retryAfter(locked)).toBe(3600 - 61);
     await expectJsonError(locked, 429, "too_many_attempts");
@@ -499,7 +499,7 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     const gen = await browser.postJson("/email-code/generate", { tx, email });
     expect(retryAfter(gen)).toBe(3600 - 200);
     expect(gen.status).toBe(429);
-    const other = await started(client);
+    const other = await started(client, { browser: new Browser({ ip: browser.ip }) });
     expect((await other.browser.postJson("/email-code/generate", { tx: other.tx, email })).status).toBe(429);
     // After the hour: a new code works.
     at(3_600_000);
@@ -507,6 +507,37 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     expect((await fresh.browser.postJson("/email-code/verify", { tx: fresh.tx, email, code: fresh.code })).status).toBe(
       200,
     );
+  });
+
+  it("lets no one source lock a person out: her own code from elsewhere still signs her in (issue 15)", async () => {
+    const client = await registerClient();
+    const at = pinClock();
+    const email = uniqueEmail("victim");
+    // The attacker starts a login for her address and spends its ten failures on two codes she is sent.
+    const attacker = new Browser();
+    for (const t of [0, 61_000]) {
+      at(t);
+      const { tx } = await started(client, { browser: attacker });
+      expect((await attacker.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+      const sent = (await mailbox(email))[0]?.code as string; // only to be sure each guess is wrong
+      for (let i = 0; i < 5; i++)
+        await expectJsonError(
+          await attacker.postJson("/email-code/verify", { tx, email, code: wrong(sent) }),
+          400,
+          "invalid_code",
+        );
+    }
+    // She, from her own network, asks for a code and signs in.
+    at(122_000);
+    const own = await started(client);
+    expect(own.browser.ip).not.toBe(attacker.ip);
+    expect((await own.browser.postJson("/email-code/generate", { tx: own.tx, email })).status).toBe(200);
+    const code = (await mailbox(email))[0]?.code as string;
+    expect((await own.browser.postJson("/email-code/verify", { tx: own.tx, email, code })).status).toBe(200);
+    // The attacker's address stays locked out of hers for the hour.
+    const again = await started(client, { browser: attacker });
+    const refused = await attacker.postJson("/email-code/generate", { tx: again.tx, email });
+    await expectJsonError(refused, 429, "too_many_requests");
   });
 
   it("lets a success reset the failure count (A2)", async () => {

@@ -7,6 +7,7 @@ const P: OtpPolicy = {
   otp_ttl_seconds: 300,
   otp_max_attempts: 5,
   email_failures_per_hour: 10,
+  email_failures_per_hour_all_sources: 30,
   email_consecutive_failures: 100,
   resend_interval_seconds: 60,
   sends_per_email_per_hour: 10,
@@ -21,10 +22,24 @@ const fresh = () => {
 };
 const key = (tag = "e") => `ek-${tag}-${++n}`;
 type Shard = ReturnType<typeof fresh>;
-const issue = (s: Shard, emailKey: string, txHash: string, codeMac: string, now: number, policy: OtpPolicy) =>
-  s.issueChallenge({ emailKey, txHash, codeMac, now, policy });
-const verify = (s: Shard, emailKey: string, txHash: string, codeMac: string, now: number, policy: OtpPolicy) =>
-  s.verifyChallenge({ emailKey, txHash, codeMac, now, policy });
+const issue = (
+  s: Shard,
+  emailKey: string,
+  txHash: string,
+  codeMac: string,
+  now: number,
+  policy: OtpPolicy,
+  sourceKey = "src-a",
+) => s.issueChallenge({ emailKey, sourceKey, txHash, codeMac, now, policy });
+const verify = (
+  s: Shard,
+  emailKey: string,
+  txHash: string,
+  codeMac: string,
+  now: number,
+  policy: OtpPolicy,
+  sourceKey = "src-a",
+) => s.verifyChallenge({ emailKey, sourceKey, txHash, codeMac, now, policy });
 
 describe("ChallengeStore", () => {
   it("issues a code and verifies it once", async () => {
@@ -81,6 +96,53 @@ describe("ChallengeStore", () => {
     const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM otp_codes WHERE email_key = ?", ek);
     expect(row?.attempts).toBe(0);
     expect(await verify(s, ek, "tx-a", "mac-right", T0 + 2, P)).toEqual({ status: "ok", user: null });
+  });
+
+  it("locks out the source that spent an address's failures, not the person; every source together has a bound (issue 15)", async () => {
+    const s = fresh();
+    const ek = key();
+    // The attacker (source A) starts logins for the address and spends ten wrong codes.
+    for (const [i, tx] of ["atk-1", "atk-2"].entries()) {
+      const t = T0 + i * 60_000;
+      expect((await issue(s, ek, tx, `mac-${tx}`, t, P, "src-a")).ok).toBe(true);
+      for (let j = 0; j < 5; j++) expect((await verify(s, ek, tx, "bad", t + 1, P, "src-a")).status).toBe("invalid");
+    }
+    // Locked until the address's hour (begun at the first code) ends.
+    expect(await verify(s, ek, "atk-2", "mac-atk-2", T0 + 60_002, P, "src-a")).toEqual({
+      status: "locked",
+      retry_after: 3540,
+    });
+    expect(await issue(s, ek, "atk-3", "mac", T0 + 120_000, P, "src-a")).toMatchObject({
+      ok: false,
+      error: "too_many_requests",
+    });
+    // The person (source B) still gets a code and signs in with it.
+    expect((await issue(s, ek, "own", "mac-own", T0 + 120_000, P, "src-b")).ok).toBe(true);
+    expect(await verify(s, ek, "own", "mac-own", T0 + 120_001, P, "src-b")).toEqual({ status: "ok", user: null });
+    // Her success clears the address's count and her own; the attacker's source stays locked for its hour.
+    expect((await verify(s, ek, "atk-2", "mac-atk-2", T0 + 120_002, P, "src-a")).status).toBe("locked");
+    const rows = await sql<{ source_key: string; failures: number }>(
+      s,
+      "SELECT source_key, failures FROM source_failures WHERE email_key = ?",
+      ek,
+    );
+    expect(rows).toEqual([{ source_key: "src-a", failures: 10 }]);
+    const [limits] = await sql<{ failures: number }>(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek);
+    expect(limits?.failures).toBe(0);
+
+    // Three sources spending ten each lock the address for everyone until the hour ends.
+    const p = { ...P, otp_max_attempts: 10, resend_interval_seconds: 10 };
+    const s2 = fresh();
+    let t = T0;
+    for (const src of ["s1", "s2", "s3"]) {
+      t += 10_000;
+      expect((await issue(s2, ek, `tx-${src}`, "m", t, p, src)).ok).toBe(true);
+      for (let i = 0; i < 10; i++) expect((await verify(s2, ek, `tx-${src}`, "bad", t, p, src)).status).toBe("invalid");
+    }
+    expect((await issue(s2, ek, "tx-victim", "m", t + 10_000, p, "s4")).ok).toBe(false);
+    expect((await verify(s2, ek, "tx-s1", "m", t + 10_000, p, "s4")).status).toBe("locked");
+    // The hour of the address's count began at the first failure.
+    expect((await issue(s2, ek, "tx-victim", "m", T0 + 10_000 + HOUR, p, "s4")).ok).toBe(true);
   });
 
   it("locks an email for a day after 100 wrong codes in a row across hours; a success resets the run", async () => {
@@ -287,7 +349,17 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
     };
     const captured = { sealed: "sealed-1", sent: sent as never };
     expect(
-      (await s.issueChallenge({ emailKey: ek, txHash: "tx", codeMac: "m", now: T0, policy: P, captured })).ok,
+      (
+        await s.issueChallenge({
+          emailKey: ek,
+          sourceKey: "src",
+          txHash: "tx",
+          codeMac: "m",
+          now: T0,
+          policy: P,
+          captured,
+        })
+      ).ok,
     ).toBe(true);
     expect(await s.capturedMail(ek, T0)).toEqual([{ sealed: "sealed-1", sent_at: T0 }]);
     expect(await s.auditBacklog()).toBe(1);
@@ -297,6 +369,7 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
       (
         await s.issueChallenge({
           emailKey: ek,
+          sourceKey: "src",
           txHash: "tx",
           codeMac: "m2",
           now: T0 + 1000,

@@ -34,7 +34,14 @@ const policySchema = z
   .object({
     otp_ttl_seconds: z.number().int().min(60).max(600).default(300),
     otp_max_attempts: z.number().int().min(1).max(10).default(5),
+    /**
+     * Wrong codes per hour for one address from one source (an IPv4 address, an IPv6 /48); then that
+     * source is refused for the address until its hour ends. Per source, so one source cannot lock a
+     * person out (issue 15); the bound on guessing is the all-sources number and the consecutive cap.
+     */
     email_failures_per_hour: z.number().int().min(1).max(100).default(10),
+    /** Wrong codes per hour for one address from every source together; then the address is locked. */
+    email_failures_per_hour_all_sources: z.number().int().min(1).max(100).default(30),
     /**
      * Wrong codes in a row for an address, across hours, before it is locked until a day after the
      * last one (a success resets the count). NIST SP 800-63B §5.2.2 allows at most 100.
@@ -100,6 +107,8 @@ const policySchema = z
       .min(0)
       .max(7 * 86400)
       .default(900),
+    /** Audit events older than this are deleted by op-mgmt's cron, in batches (docs/storage.md). */
+    audit_retention_days: z.number().int().min(1).max(3650).default(90),
     /** The cron trigger rotates keys older than this. */
     key_rotation_days: z.number().int().min(1).max(365).default(30),
     /** Delivery attempts per one-time-code mail (the first included), retried by the MailOutbox alarm. */
@@ -109,7 +118,11 @@ const policySchema = z
     /** How long the first attempt, in the Worker after the response, may take before the outbox takes over. */
     mail_timeout_seconds: z.number().int().min(1).max(20).default(8),
   })
-  .strict();
+  .strict()
+  .refine((p) => p.email_failures_per_hour_all_sources >= p.email_failures_per_hour, {
+    message: "email_failures_per_hour_all_sources must be at least email_failures_per_hour",
+    path: ["email_failures_per_hour_all_sources"],
+  });
 export type Policy = z.infer<typeof policySchema>;
 
 const secret = (name: string) =>

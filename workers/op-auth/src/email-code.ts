@@ -12,7 +12,7 @@ import { deliverOtp, otpMessage } from "../../shared/mail/index";
 import { issueId, parseId, routeKeyIn } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
-import { takeIpQuota } from "./ip-quota";
+import { clientAddress, takeIpQuota } from "./ip-quota";
 import { codeStep, emailStep, errorPage } from "./login-page";
 import { type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
 import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
@@ -111,12 +111,21 @@ function challengeShard(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
   return shard(c.env, "challenge", ref);
 }
 
+/**
+ * Where a code request or guess comes from, as the per-address failure limits count it: the client's
+ * address (an IPv6 /48, as the verify quota groups it), under an HMAC so the shard holds no address.
+ */
+function sourceKeyOf(c: Context<AppEnv>): Promise<string> {
+  return hmac(c.get("config").OTP_HMAC_SECRET, `source:${clientAddress(c.req.raw, 48)}`);
+}
+
 function otpPolicy(config: Config): OtpPolicy {
   const p = config.POLICY;
   return {
     otp_ttl_seconds: p.otp_ttl_seconds,
     otp_max_attempts: p.otp_max_attempts,
     email_failures_per_hour: p.email_failures_per_hour,
+    email_failures_per_hour_all_sources: p.email_failures_per_hour_all_sources,
     email_consecutive_failures: p.email_consecutive_failures,
     resend_interval_seconds: p.resend_interval_seconds,
     sends_per_email_per_hour: p.sends_per_email_per_hour,
@@ -160,6 +169,7 @@ export const generateCode = loginPost("generate", async (c, post) => {
       : undefined;
   const issued = await challengeShard(c, post, emailKey).issueChallenge({
     emailKey,
+    sourceKey: await sourceKeyOf(c),
     txHash: post.tx.hash,
     codeMac: mac,
     now,
@@ -196,6 +206,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   const challenges = challengeShard(c, post, emailKey);
   const result = await challenges.verifyChallenge({
     emailKey,
+    sourceKey: await sourceKeyOf(c),
     txHash: post.tx.hash,
     codeMac: await codeMacOf(config, emailKey, code),
     now,

@@ -6,6 +6,7 @@ import { json } from "../../shared/http";
 import { auditAdminChanges, listAudit } from "./audit";
 import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
 import { listKeys, rotateKeys, scheduledRotation } from "./keys";
+import { sweepAuditEvents } from "./retention";
 import { shardStats } from "./stats";
 import { testMailbox } from "./test-mailbox";
 import { createUser, deleteUser, getUser, importUsers, listUsers, patchUser, revokeUser } from "./users";
@@ -52,7 +53,16 @@ app.post("/admin/v1/keys/rotate", rotateKeys);
 
 export default {
   fetch: app.fetch,
-  async scheduled(_controller, env, ctx) {
-    ctx.waitUntil(scheduledRotation(env, loadConfig(env)));
+  /** The cron (hourly, op-mgmt's wrangler.toml): key rotation when due, and audit retention. */
+  async scheduled(controller, env, ctx) {
+    const config = loadConfig(env);
+    ctx.waitUntil(
+      Promise.all([
+        scheduledRotation(env, config, controller.scheduledTime),
+        sweepAuditEvents(env, config, controller.scheduledTime).then((swept) => {
+          if (swept.deleted) console.log(JSON.stringify({ msg: "audit retention", ...swept }));
+        }),
+      ]),
+    );
   },
 } satisfies ExportedHandler<Env>;

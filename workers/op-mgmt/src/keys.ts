@@ -23,8 +23,8 @@ export async function rotateKeys(c: Context<AppEnv>): Promise<Response> {
 }
 
 /** The cron trigger: rotate keys older than `key_rotation_days`. */
-export async function scheduledRotation(env: Env, config: Config): Promise<void> {
-  const result = await rotateSigningKeys(env, config, Date.now(), config.POLICY.key_rotation_days * 86_400_000);
+export async function scheduledRotation(env: Env, config: Config, now: number): Promise<void> {
+  const result = await rotateSigningKeys(env, config, now, config.POLICY.key_rotation_days * 86_400_000);
   if (result.published.length) console.log("signing keys rotated", JSON.stringify(result));
   if (result.published.length)
     await recordAudit(env, config, { kind: "key_rotation", detail: { trigger: "cron", ...result } });
