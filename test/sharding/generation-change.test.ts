@@ -1,5 +1,5 @@
 import { env } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   Browser,
   call,
@@ -9,6 +9,7 @@ import {
   idParts,
   loginForCode,
   mailbox,
+  pinClock,
   pkce,
   redeem,
   refreshGrant,
@@ -233,5 +234,83 @@ describe("raising shard counts (a new generation)", () => {
     const res = await call("/admin/v1/shards", { headers: { Authorization: `Bearer ${env.ADMIN_TOKEN}` } }, e2);
     const { stores } = (await res.json()) as { stores: Record<string, { generation: number; shards: number }> };
     for (const s of STORES) expect(stores[s]).toMatchObject({ generation: 1, shards: NEW_COUNT });
+  });
+});
+
+/** SHARDS with generation 1 appended to every store, issued into only from `from` (accept before issue). */
+function pendingEnv(from: number) {
+  const current = JSON.parse(env.SHARDS) as Record<string, unknown[]>;
+  const next: Record<string, unknown[]> = { ...current };
+  for (const s of STORES)
+    next[s] = [...(current[s] as unknown[]), { shards: NEW_COUNT, from: new Date(from).toISOString() }];
+  return withVars({ SHARDS: JSON.stringify(next) });
+}
+
+describe("a rollout never refuses a valid id (issue 15 item 3: accept before issue)", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("without a `from`, a Worker still on the old SHARDS refuses the new generation's ids: why `from` exists", async () => {
+    const client = await registerClient();
+    // op-auth already has the raised counts, op-token not yet: the code is issued in generation 1 ...
+    const login = await loginForCode(client, uniqueEmail(), { env: raisedEnv() });
+    expect(genOf(login.code)).toBe(1);
+    // ... and op-token, on the old config, cannot route it.
+    const res = await redeem(client, login.code, login.verifier);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe("invalid_grant");
+  });
+
+  it("with a `from`, every Worker routes the new generation at once and issues into it only from then", async () => {
+    const at = pinClock();
+    const t0 = Date.now();
+    const from = t0 + 15 * 60_000;
+    const rolledOut = pendingEnv(from);
+    const client = await registerClient();
+
+    // Mid-rollout, before `from`: op-auth on the new SHARDS, op-token on the old. Ids go to generation 0,
+    // which both know, so nothing is refused in either direction.
+    const login = await loginForCode(client, uniqueEmail(), { env: rolledOut });
+    gen0(login.code);
+    gen0(login.browser.cookies.get("kw_session") as string);
+    const tokens = await json<Tokens>(await redeem(client, login.code, login.verifier));
+    gen0(tokens.refresh_token as string);
+    // op-token deployed too: the old one's refresh token and the new one's both rotate.
+    const rotated = await json<Tokens>(await refreshGrant(client, tokens.refresh_token as string, {}, rolledOut));
+    gen0(rotated.refresh_token as string);
+    expect((await userinfo(rotated.access_token, rolledOut)).status).toBe(200);
+    const admin = { headers: { Authorization: `Bearer ${env.ADMIN_TOKEN}` } };
+    const pending = (await (await call("/admin/v1/shards", admin, rolledOut)).json()) as {
+      stores: Record<string, { generation: number; issue_from: (string | null)[] }>;
+    };
+    expect(pending.stores.session).toMatchObject({ generation: 0, issue_from: [null, new Date(from).toISOString()] });
+
+    // From `from` on, with every Worker rolled out: new ids go to generation 1 and still resolve.
+    at(15 * 60_000 + 1);
+    const later = await loginForCode(client, uniqueEmail(), { env: rolledOut });
+    expect(genOf(later.code)).toBe(1);
+    expect(genOf(later.browser.cookies.get("kw_session") as string)).toBe(1);
+    const next = await json<Tokens>(await redeem(client, later.code, later.verifier, {}, rolledOut));
+    expect(genOf(next.refresh_token as string)).toBe(1);
+    expect(genOf((await verifyJwt(next.access_token)).payload.jti as string)).toBe(1);
+    // And what was issued before `from` keeps its route.
+    const again = await json<Tokens>(await refreshGrant(client, rotated.refresh_token as string, {}, rolledOut));
+    gen0(again.refresh_token as string);
+    const live = (await (await call("/admin/v1/shards", admin, rolledOut)).json()) as typeof pending;
+    expect(live.stores.session?.generation).toBe(1);
+  });
+
+  it("refuses a `from` earlier than the generation before it, and one that is not a date", async () => {
+    const current = JSON.parse(env.SHARDS) as Record<string, unknown[]>;
+    for (const session of [
+      [3, { shards: 8, from: "2030-01-02T00:00:00Z" }, { shards: 9, from: "2030-01-01T00:00:00Z" }],
+      [3, { shards: 8, from: "tomorrow" }],
+      [3, { shards: 8 }],
+    ]) {
+      const e = withVars({ SHARDS: JSON.stringify({ ...current, session }) });
+      const res = await call("/.well-known/openid-configuration", {}, e);
+      expect(res.status, JSON.stringify(session)).toBe(503);
+    }
   });
 });

@@ -10,25 +10,59 @@ export const STORE_NAMES = ["session", "challenge", "code", "revocation", "refre
 export type StoreName = (typeof STORE_NAMES)[number];
 
 const shardCount = z.number().int().min(1).max(1024);
-/** Each store's shard counts by generation; the last entry is the current generation. */
-const shardsSchema = z
-  .object(
-    Object.fromEntries(STORE_NAMES.map((s) => [s, z.array(shardCount).min(1).max(36)])) as Record<
-      StoreName,
-      z.ZodArray<typeof shardCount>
-    >,
-  )
+/**
+ * One generation: its shard count, or `{shards, from}` for a generation appended to a running
+ * deployment. Every Worker routes ids of a listed generation at once; new ids are issued into it only
+ * from `from` on. A rollout (or a live config change) that reaches every Worker before `from` never
+ * meets an id a Worker does not know yet (accept before issue).
+ */
+const generation = z.union([
+  shardCount,
+  z.object({ shards: shardCount, from: z.iso.datetime({ offset: true }) }).strict(),
+]);
+const generations = z
+  .array(generation)
+  .min(1)
+  .max(36)
+  .transform((list) => ({
+    counts: list.map((g) => (typeof g === "number" ? g : g.shards)),
+    from: list.map((g) => (typeof g === "number" ? 0 : Date.parse(g.from))),
+  }))
+  .refine((g) => g.from.every((t, i) => i === 0 || t >= (g.from[i - 1] as number)), {
+    message: "a generation's `from` may not be earlier than the one before it",
+  });
+
+/** Each store's shard counts by generation; the last entry is the newest generation. */
+const rawShardsSchema = z
+  .object(Object.fromEntries(STORE_NAMES.map((s) => [s, generations])) as Record<StoreName, typeof generations>)
   .extend({
     /**
      * Shard counts of the two write-behind objects, MailOutbox and AuditBuffer. Optional: they hold
      * only transient rows (a mail waiting for a retry, audit events waiting for the next D1 flush)
      * whose alarms run wherever they are, so a count can change at any time.
      */
-    mail: z.array(shardCount).min(1).max(36).default([4]),
-    audit: z.array(shardCount).min(1).max(36).default([4]),
+    mail: generations.default({ counts: [4], from: [0] }),
+    audit: generations.default({ counts: [4], from: [0] }),
   })
   .strict();
-export type ShardConfig = z.infer<typeof shardsSchema>;
+
+type ShardedName = keyof z.infer<typeof rawShardsSchema>;
+
+/**
+ * The parsed SHARDS: each store's shard count by generation (`SHARDS.session[gen]`), and, apart,
+ * from when each generation may be issued into (`issueFrom`, epoch ms; 0 for at once).
+ */
+export type ShardConfig = Record<ShardedName, number[]> & {
+  readonly issueFrom: Readonly<Record<ShardedName, readonly number[]>>;
+};
+
+const shardsSchema = rawShardsSchema.transform((raw): ShardConfig => {
+  const names = Object.keys(raw) as ShardedName[];
+  const counts = Object.fromEntries(names.map((n) => [n, raw[n].counts])) as Record<ShardedName, number[]>;
+  const issueFrom = Object.fromEntries(names.map((n) => [n, raw[n].from])) as Record<ShardedName, number[]>;
+  // Not enumerable: code that walks the stores (Object.keys, JSON) sees only the stores.
+  return Object.defineProperty(counts, "issueFrom", { value: issueFrom, enumerable: false }) as ShardConfig;
+});
 
 const policySchema = z
   .object({

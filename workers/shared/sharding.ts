@@ -1,7 +1,7 @@
 import type { ShardConfig, StoreName } from "./config";
 
 /** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
-export type ShardedStore = keyof ShardConfig;
+export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom">;
 
 import { randomToken } from "./crypto";
 
@@ -52,8 +52,14 @@ export function fnv1a(input: string): number {
   return h >>> 0;
 }
 
-export function currentGeneration(shards: ShardConfig, store: ShardedStore): number {
-  return shards[store].length - 1;
+/**
+ * The generation new ids and keys go to: the newest one whose `from` has come. A generation appended
+ * with a later `from` is routed (parseId, routeKeyIn) but not yet issued into.
+ */
+export function currentGeneration(shards: ShardConfig, store: ShardedStore, now = Date.now()): number {
+  const from = shards.issueFrom?.[store] ?? [];
+  for (let gen = shards[store].length - 1; gen > 0; gen--) if ((from[gen] ?? 0) <= now) return gen;
+  return 0;
 }
 
 /** The shard a key belongs to in the current generation (used for keys, like an email, that are not issued ids). */

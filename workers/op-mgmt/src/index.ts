@@ -1,12 +1,12 @@
 import { requireAdmin } from "../../shared/admin-auth";
 import { createApp } from "../../shared/app";
-import { loadConfig, STORE_NAMES } from "../../shared/config";
+import { loadConfig } from "../../shared/config";
 import type { Env } from "../../shared/env";
-import { json } from "../../shared/http";
 import { auditAdminChanges, listAudit } from "./audit";
 import { createClient, deleteClient, getClient, listClients, patchClient } from "./clients";
 import { listKeys, rotateKeys, scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
+import { listShards } from "./shards";
 import { shardStats } from "./stats";
 import { testMailbox } from "./test-mailbox";
 import { createUser, deleteUser, getUser, importUsers, listUsers, patchUser, revokeUser } from "./users";
@@ -34,18 +34,7 @@ app.get("/admin/v1/users/:id", getUser);
 app.patch("/admin/v1/users/:id", patchUser);
 app.delete("/admin/v1/users/:id", deleteUser);
 app.post("/admin/v1/users/:id/revoke", revokeUser);
-app.get("/admin/v1/shards", (c) => {
-  const shards = c.get("config").SHARDS;
-  return json({
-    stores: Object.fromEntries(
-      STORE_NAMES.map((s) => [
-        s,
-        { generation: shards[s].length - 1, shards: shards[s].at(-1), generations: shards[s] },
-      ]),
-    ),
-  });
-});
-
+app.get("/admin/v1/shards", listShards);
 app.get("/admin/v1/stats", shardStats);
 app.get("/admin/v1/test-mailbox/:email", testMailbox);
 app.get("/admin/v1/keys", listKeys);

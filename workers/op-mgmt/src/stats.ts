@@ -4,7 +4,7 @@ import { STORE_NAMES } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json, NO_STORE } from "../../shared/http";
 import { askPeers, isolateCounters } from "../../shared/isolate";
-import { objectName, type ShardedStore, type ShardRef } from "../../shared/sharding";
+import { currentGeneration, objectName, type ShardedStore, type ShardRef } from "../../shared/sharding";
 
 interface ShardStats {
   served: number;
@@ -53,7 +53,8 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
         );
         const served = rows.map((r) => r.served);
         const total = served.reduce((a, b) => a + b, 0);
-        const current = rows.filter((r) => r.generation === shards[store].length - 1).map((r) => r.served);
+        const gen = currentGeneration(shards, store);
+        const current = rows.filter((r) => r.generation === gen).map((r) => r.served);
         return [
           store,
           {
