@@ -7,7 +7,7 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 
 const MAX_LIMIT = 1000;
-const PARAMS = new Set(["user", "email", "kind", "since", "until", "cursor", "limit"]);
+export const AUDIT_PARAMS = new Set(["user", "email", "kind", "since", "until", "cursor", "limit"]);
 
 /** An `audit_events` row as D1 returns it: the event, with `detail` still JSON text. */
 type Row = Omit<AuditEvent, "detail"> & { detail: string | null };
@@ -45,7 +45,7 @@ const writeCursor = (row: Row) => base64url(new TextEncoder().encode(JSON.string
  */
 export async function listAudit(c: Context<AppEnv>): Promise<Response> {
   const q = c.req.query();
-  for (const name of Object.keys(q)) if (!PARAMS.has(name)) throw bad(`unknown parameter ${name}`);
+  for (const name of Object.keys(q)) if (!AUDIT_PARAMS.has(name)) throw bad(`unknown parameter ${name}`);
   const where: string[] = [];
   const binds: (string | number)[] = [];
 

@@ -24,7 +24,7 @@ const clientFields = {
   allowed_cors_origins: z.array(corsOrigin).max(50),
 };
 
-const createSchema = z
+export const createSchema = z
   .object({
     ...clientFields,
     post_logout_redirect_uris: clientFields.post_logout_redirect_uris.default([]),
@@ -35,7 +35,7 @@ const createSchema = z
   })
   .strict();
 
-const patchSchema = z.object(clientFields).partial().strict();
+export const patchSchema = z.object(clientFields).partial().strict();
 
 export function publicClient(client: Client): Omit<Client, "secret_hash"> {
   const { secret_hash: _, ...rest } = client;

@@ -19,10 +19,10 @@ const email = z.string().transform((v, ctx) => {
   }
   return normalized;
 });
-const userInput = z.object({ email, name: z.string().trim().min(1).max(200).optional() }).strict();
+export const userInput = z.object({ email, name: z.string().trim().min(1).max(200).optional() }).strict();
 /** PATCH: only the name changes here (`null` clears it); an email is a user's identity in Keyway. */
-const userPatch = z.object({ name: z.string().trim().min(1).max(200).nullable() }).strict();
-const importInput = z.object({ users: z.array(userInput).min(1).max(1000) }).strict();
+export const userPatch = z.object({ name: z.string().trim().min(1).max(200).nullable() }).strict();
+export const importInput = z.object({ users: z.array(userInput).min(1).max(1000) }).strict();
 
 export async function createUser(c: Context<AppEnv>): Promise<Response> {
   const input = await body(c, userInput);
