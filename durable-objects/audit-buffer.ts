@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { AuditEvent } from "../workers/shared/audit";
+import { errorField, log } from "../workers/shared/log";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
 import { RowsWritten, type ShardStats } from "./shard-store";
 
@@ -71,7 +72,7 @@ export class AuditBuffer extends DurableObject<AuditEnv> {
     } catch (err) {
       // Kept in storage; try again later, backing off while D1 fails (the rows wait, nothing is lost).
       this.failures++;
-      console.error("audit: flush to D1 failed", err instanceof Error ? err.message : err);
+      log("error", "audit: flush to D1 failed", { error: errorField(err) });
       await this.arm(Date.now() + auditRetryDelay(this.failures));
       return;
     }

@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { AuditEvent } from "../workers/shared/audit";
+import { errorField, log } from "../workers/shared/log";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
 
 export interface StoreEnv {
@@ -109,7 +110,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     } catch (err) {
       // The events stay in the outbox; back off while D1 fails. Expiry below does not wait for D1.
       this.auditFailures++;
-      console.error("audit: flush to D1 failed", err instanceof Error ? err.message : err);
+      log("error", "audit: flush to D1 failed", { error: errorField(err) });
       auditAt = now + auditRetryDelay(this.auditFailures);
     }
     let sweepAt = Number.POSITIVE_INFINITY;

@@ -4,6 +4,7 @@ import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
 import { percentDecodesCleanly, watchBody } from "./http";
 import { countingEnv, mountIsolateRoutes } from "./isolate";
+import { inRequest, log, requestIdOf } from "./log";
 
 export type AppEnv = {
   Bindings: Env;
@@ -31,13 +32,25 @@ export function admitNewWork(c: Context<AppEnv>): void {
  */
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  // Every response, errors included, names its request; every log line inside it carries the same id.
+  app.use(async (c, next) => {
+    const requestId = requestIdOf(c.req.raw);
+    await inRequest(requestId, next);
+    try {
+      c.res.headers.set("X-Request-Id", requestId);
+    } catch {
+      // A response with immutable headers (a redirect made by Response.redirect, a fetched one).
+      c.res = new Response(c.res.body, c.res);
+      c.res.headers.set("X-Request-Id", requestId);
+    }
+  });
   app.use(async (c, next) => {
     let config: Config;
     try {
       config = loadConfig(c.env);
     } catch (err) {
       if (err instanceof ConfigError) {
-        console.error(err.message);
+        log("error", "configuration refused", { error: err.message });
         throw new OAuthError("temporarily_unavailable", "Keyway is not configured", { retryAfter: 30, status: 503 });
       }
       throw err;

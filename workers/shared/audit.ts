@@ -4,6 +4,7 @@ import type { AuditBuffer } from "../../durable-objects/audit-buffer";
 import type { AppEnv } from "./app";
 import type { Config, ShardConfig } from "./config";
 import { hmac, randomToken } from "./crypto";
+import { errorField, log } from "./log";
 import { objectName, routeKey } from "./sharding";
 
 /**
@@ -81,11 +82,7 @@ export async function emitAudit(env: AuditEnv, shardName: string, events: AuditE
   try {
     await env.AUDIT.get(env.AUDIT.idFromName(shardName)).append(events);
   } catch (err) {
-    console.error(
-      "audit: could not buffer",
-      events.map((e) => e.kind).join(","),
-      err instanceof Error ? err.message : err,
-    );
+    log("error", "audit: could not buffer", { kinds: events.map((e) => e.kind), error: errorField(err) });
   }
 }
 

@@ -1,3 +1,4 @@
+import { errorField, log } from "./log";
 /**
  * One error type for everything Keyway answers with an OAuth-style error, and one place
  * (`errorResponse`) that renders it: RFC 6749 §5.2 JSON, `Cache-Control: no-store`.
@@ -100,7 +101,7 @@ export function errorResponse(err: unknown): Response {
   if (err instanceof OAuthError) e = err;
   else if (isTransientPlatformError(err)) e = unavailable(1);
   else {
-    console.error("unexpected error", err instanceof Error ? (err.stack ?? err.message) : String(err));
+    log("error", "unexpected error", { error: errorField(err, true) });
     e = new OAuthError("server_error", "internal error");
   }
   const headers = new Headers({

@@ -2,6 +2,7 @@ import { requireAdmin } from "../../shared/admin-auth";
 import { createApp } from "../../shared/app";
 import { loadConfig } from "../../shared/config";
 import type { Env } from "../../shared/env";
+import { log } from "../../shared/log";
 import { auditAdminChanges } from "./audit";
 import { scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
@@ -28,7 +29,7 @@ export default {
       Promise.all([
         scheduledRotation(env, config, controller.scheduledTime),
         sweepAuditEvents(env, config, controller.scheduledTime).then((swept) => {
-          if (swept.deleted) console.log(JSON.stringify({ msg: "audit retention", ...swept }));
+          if (swept.deleted) log("info", "audit retention", swept);
         }),
       ]),
     );

@@ -5,6 +5,7 @@ import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json } from "../../shared/http";
 import { keyRing, rotateSigningKeys } from "../../shared/keys";
+import { log } from "../../shared/log";
 
 /** `GET /admin/v1/keys`: the published keys and which one signs, per algorithm. */
 export async function listKeys(c: Context<AppEnv>): Promise<Response> {
@@ -25,7 +26,7 @@ export async function rotateKeys(c: Context<AppEnv>): Promise<Response> {
 /** The cron trigger: rotate keys older than `key_rotation_days`. */
 export async function scheduledRotation(env: Env, config: Config, now: number): Promise<void> {
   const result = await rotateSigningKeys(env, config, now, config.POLICY.key_rotation_days * 86_400_000);
-  if (result.published.length) console.log("signing keys rotated", JSON.stringify(result));
+  if (result.published.length) log("info", "signing keys rotated", { ...result });
   if (result.published.length)
     await recordAudit(env, config, { kind: "key_rotation", detail: { trigger: "cron", ...result } });
 }

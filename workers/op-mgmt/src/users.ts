@@ -5,6 +5,7 @@ import { auditEmailKey } from "../../shared/audit";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
+import { errorField, log } from "../../shared/log";
 import { objectName, routeKey, routeKeyIn } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { revokeUserEverywhere } from "../../shared/tokens";
@@ -73,9 +74,7 @@ async function rememberInShards(c: Context<AppEnv>, users: { id: string; email: 
     [...byShard.values()].map(({ ref, users: list }) =>
       shard(c.env, "challenge", ref)
         .rememberUsers(list, now)
-        .catch((err: unknown) =>
-          console.error("users: a shard could not remember", err instanceof Error ? err.message : err),
-        ),
+        .catch((err: unknown) => log("warn", "users: a shard could not remember", { error: errorField(err) })),
     ),
   );
 }

@@ -2,6 +2,7 @@ import { auditEvent, auditShardName, emitAudit } from "../audit";
 import type { Config, MailConfig } from "../config";
 import { randomToken, seal } from "../crypto";
 import type { Env } from "../env";
+import { errorField, log } from "../log";
 import { HttpTransport } from "./http";
 import { MailError, type Mailer, type OtpMessage } from "./message";
 import { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
@@ -136,6 +137,6 @@ export async function deliverOtp(
       audit_shard: auditShard,
     });
   } catch (err) {
-    console.error("mail outbox: could not enqueue", err instanceof Error ? err.message : err);
+    log("error", "mail outbox: could not enqueue", { error: errorField(err) });
   }
 }
