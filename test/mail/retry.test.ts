@@ -6,6 +6,7 @@ import { loadConfig } from "../../workers/shared/config";
 import { outboxShardName } from "../../workers/shared/mail/index";
 import {
   Browser,
+  comparableHeaders,
   generateWithContext,
   mailbox,
   pkce,
@@ -37,7 +38,7 @@ const storedText = (stub: DurableObjectStub<MailOutbox>) =>
 
 /** Comparable parts of an EmailCodeGenerate answer. */
 async function answer(res: Response) {
-  const headers = [...res.headers].filter(([k]) => !["set-cookie", "date"].includes(k));
+  const headers = comparableHeaders(res);
   return { status: res.status, body: await res.text(), headers };
 }
 

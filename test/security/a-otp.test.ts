@@ -4,6 +4,7 @@ import {
   admin,
   Browser,
   call,
+  comparableHeaders,
   dumpShard,
   generateWithContext,
   mailbox,
@@ -26,7 +27,7 @@ import {
 
 /** Comparable parts of an answer: status, body and every header but the per-response ones. */
 async function answer(res: Response) {
-  const headers = [...res.headers].filter(([k]) => !["set-cookie", "date"].includes(k)).sort();
+  const headers = comparableHeaders(res);
   return { status: res.status, body: await res.text(), headers };
 }
 

@@ -387,3 +387,52 @@ describe("G4: access tokens with alg none, an unknown kid, a bad signature or HS
     expect((await userinfo(tokens.access_token)).status).toBe(200);
   });
 });
+
+describe("made-up ids are refused before any storage call (issue 17 item 7)", () => {
+  const served = async (store: "refresh" | "session" | "revocation") => {
+    let total = 0;
+    for (let s = 0; s < 3; s++)
+      total += (
+        (await (shardStub(store, 0, s) as unknown as { stats(): Promise<{ served: number }> }).stats()) as {
+          served: number;
+        }
+      ).served;
+    return total;
+  };
+  const random = (n: number) => {
+    const bytes = crypto.getRandomValues(new Uint8Array(n));
+    return btoa(String.fromCharCode(...bytes))
+      .replace(/\+/g, "-")
+      .replace(/\//g, "_")
+      .replace(/=+$/, "");
+  };
+
+  it("answers forged refresh tokens, session cookies and tokens naming a shard without touching it", async () => {
+    const client = await registerClient();
+    const { tokens } = await fullLogin(client);
+    // A real refresh token, and forgeries aimed at shard 0 in its shape: the old format and the new.
+    const real = tokens.refresh_token as string;
+    const before = { refresh: await served("refresh"), session: await served("session") };
+    for (let i = 0; i < 50; i++) {
+      const forged = `gr_0_0_${random(i % 2 ? 32 : 33).slice(0, i % 2 ? 43 : 44)}.${random(32)}`;
+      const res = await form(client, { grant_type: "refresh_token", refresh_token: forged });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe("invalid_grant");
+      const intro = await form(client, { token: forged }, "/introspect");
+      expect(await intro.json()).toEqual({ active: false });
+      expect((await form(client, { token: forged }, "/revoke")).status).toBe(200);
+      const browser = new Browser();
+      browser.cookies.set("kw_session", `ses_0_0_${random(33).slice(0, 44)}`);
+      const { challenge } = await pkce();
+      const silent = await browser.fetch(
+        `/authorize?${new URLSearchParams({ response_type: "code", client_id: client.client_id, redirect_uri: client.redirect_uris[0] as string, scope: "openid", code_challenge: challenge, code_challenge_method: "S256", prompt: "none" })}`,
+      );
+      expect(new URL(silent.headers.get("location") as string).searchParams.get("error")).toBe("login_required");
+    }
+    expect(await served("refresh")).toBe(before.refresh);
+    expect(await served("session")).toBe(before.session);
+    // The real one still works, and is the only one that reached a shard.
+    expect((await form(client, { grant_type: "refresh_token", refresh_token: real })).status).toBe(200);
+    expect(await served("refresh")).toBe(before.refresh + 1);
+  });
+});

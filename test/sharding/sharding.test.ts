@@ -42,27 +42,35 @@ describe("fnv1a", () => {
   });
 });
 
+const SECRET = "test-only-id-mac-secret-0123456789abcdef";
+const codec = (over: Partial<Record<string, number[]>> = {}, secret = SECRET) => ({
+  SHARDS: shards(over),
+  OTP_HMAC_SECRET: secret,
+});
+
 describe("issueId / parseId", () => {
-  it("issues <prefix>_<gen36>_<shard36>_<secret> in the current generation, and parses it back", () => {
-    const config = shards({ session: [3, 8], code: [2, 4, 40] });
+  it("issues <prefix>_<gen36>_<shard36>_<random><mac> in the current generation, and parses it back", () => {
+    const config = codec({ session: [3, 8], code: [2, 4, 40] });
     for (const kind of Object.keys(ID_PREFIX) as IdKind[]) {
       const { id, ref } = issueId(config, kind);
       const parts = idParts(id);
       expect(parts.prefix).toBe(ID_PREFIX[kind]);
-      expect(parts.gen).toBe(currentGeneration(config, ID_STORE[kind]));
+      expect(parts.gen).toBe(currentGeneration(config.SHARDS, ID_STORE[kind]));
       expect(parts.shard).toBe(ref.shard);
-      expect(parts.secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(parts.secret).toMatch(/^[A-Za-z0-9_-]{44}$/);
       expect(parseId(config, kind, id)).toEqual({ kind, ref, id });
     }
+    // A seed makes the id reproducible; its first 22 characters are the random part that places it.
     const code = issueId(config, "code", undefined, "s".repeat(43));
     expect(code.ref.gen).toBe(2);
-    expect(code.ref.shard).toBe(fnv1a("s".repeat(43)) % 40);
-    expect(code.id).toBe(`ac_2_${code.ref.shard.toString(36)}_${"s".repeat(43)}`);
+    expect(code.ref.shard).toBe(fnv1a("s".repeat(22)) % 40);
+    expect(code.id.startsWith(`ac_2_${code.ref.shard.toString(36)}_${"s".repeat(22)}`)).toBe(true);
+    expect(issueId(config, "code", undefined, "s".repeat(43)).id).toBe(code.id);
   });
 
   it("handles the largest generation and shard numbers config allows", () => {
     const counts = Array.from({ length: 36 }, () => 1024);
-    const config = shards({ refresh: counts });
+    const config = codec({ refresh: counts });
     const seen = new Set<number>();
     for (let i = 0; i < 200; i++) {
       const { id, ref } = issueId(config, "grant");
@@ -72,12 +80,13 @@ describe("issueId / parseId", () => {
       seen.add(ref.shard);
     }
     expect(seen.size).toBeGreaterThan(150);
-    const last = `gr_z_${(1023).toString(36)}_${"a".repeat(43)}`;
+    const last = issueId(config, "grant", { store: "refresh", gen: 35, shard: 1023 }).id;
+    expect(last.startsWith(`gr_z_${(1023).toString(36)}_`)).toBe(true);
     expect(parseId(config, "grant", last)?.ref).toEqual({ store: "refresh", gen: 35, shard: 1023 });
   });
 
   it("places an id on a given shard to colocate it, within the same store only", () => {
-    const config = shards({ revocation: [3, 8] });
+    const config = codec({ revocation: [3, 8] });
     const sid = issueId(config, "sid");
     const jti = issueId(config, "jti", sid.ref);
     expect(jti.ref).toEqual(sid.ref);
@@ -85,8 +94,8 @@ describe("issueId / parseId", () => {
   });
 
   it("keeps routing ids of an older generation by what they carry", () => {
-    const before = shards();
-    const after = shards({ session: [3, 8] });
+    const before = codec();
+    const after = codec({ session: [3, 8] });
     const old = issueId(before, "session");
     expect(parseId(after, "session", old.id)?.ref).toEqual({ store: "session", gen: 0, shard: old.ref.shard });
     const fresh = issueId(after, "session");
@@ -95,10 +104,40 @@ describe("issueId / parseId", () => {
     expect(parseId(before, "session", fresh.id)).toBeNull();
   });
 
+  it("refuses a made-up id before any storage call: a route, kind or random part it did not MAC (issue 17)", () => {
+    const config = codec({ session: [3, 8] });
+    const { id } = issueId(config, "session", { store: "session", gen: 1, shard: 7 });
+    expect(parseId(config, "session", id)).not.toBeNull();
+    const random = id.slice(8, 30);
+    const mac = id.slice(30);
+    const forged = [
+      `ses_1_0_${random}${mac}`, // the same MAC moved to shard 0
+      `ses_0_0_${random}${mac}`,
+      `ses_1_7_${"A".repeat(22)}${mac}`, // another random part
+      `ses_1_7_${random}${"A".repeat(22)}`, // a made-up MAC
+      `ses_1_7_${random}${mac.slice(0, 21)}${mac.endsWith("A") ? "B" : "A"}`,
+      `sid_1_7_${random}${mac}`, // another kind (and store)
+    ];
+    for (const value of forged) expect(parseId(config, "session", value), value).toBeNull();
+    // Another deployment's secret: its ids are not ours.
+    expect(parseId(codec({ session: [3, 8] }, "another-secret-0123456789abcdefghij"), "session", id)).toBeNull();
+  });
+
+  it("accepts ids of the format before the MAC only until legacy_ids_until", () => {
+    const legacy = `ses_0_1_${"L".repeat(43)}`;
+    expect(parseId(codec(), "session", legacy)).toBeNull();
+    const until = (ms: number) => ({
+      ...codec(),
+      POLICY: { legacy_ids_until: new Date(Date.now() + ms).toISOString() },
+    });
+    expect(parseId(until(60_000), "session", legacy)?.ref).toEqual({ store: "session", gen: 0, shard: 1 });
+    expect(parseId(until(-1), "session", legacy)).toBeNull();
+  });
+
   it("rejects unknown generations and shards, other kinds and malformed values", () => {
-    const config = shards({ session: [3, 8] });
-    const secret = "A".repeat(43);
-    const ok = `ses_1_7_${secret}`;
+    const config = codec({ session: [3, 8] });
+    const ok = issueId(config, "session", { store: "session", gen: 1, shard: 7 }).id;
+    const secret = ok.slice(8);
     expect(parseId(config, "session", ok)).not.toBeNull();
     const bad: unknown[] = [
       `ses_2_0_${secret}`, // no generation 2

@@ -478,3 +478,11 @@ export function pinClock(ms = Date.now()): (offset: number) => void {
   vi.setSystemTime(ms);
   return (offset: number) => vi.setSystemTime(ms + offset);
 }
+
+/**
+ * A response's headers as two answers that must not differ are compared: without the ones that
+ * differ on every response by design (the request's id, the date, a fresh cookie).
+ */
+export function comparableHeaders(res: Response): [string, string][] {
+  return [...res.headers].filter(([k]) => !["set-cookie", "date", "x-request-id"].includes(k)).sort();
+}

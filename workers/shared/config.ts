@@ -141,6 +141,12 @@ const policySchema = z
       .min(0)
       .max(7 * 86400)
       .default(900),
+    /**
+     * Ids issued before they carried a MAC (a 43-character secret) are accepted until this time. Set
+     * it, to the upgrade plus the longest id lifetime (refresh_token_ttl_seconds), when upgrading a
+     * deployment that ran before; unset, they are refused like any made-up id.
+     */
+    legacy_ids_until: z.iso.datetime({ offset: true }).optional(),
     /** Audit events older than this are deleted by op-mgmt's cron, in batches (docs/storage.md). */
     audit_retention_days: z.number().int().min(1).max(3650).default(90),
     /** The cron trigger rotates keys older than this. */

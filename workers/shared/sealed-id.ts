@@ -30,7 +30,7 @@ export async function issueSealedId<T>(
   state: T,
   onto?: ShardRef,
 ): Promise<{ value: string; id: string; ref: ShardRef }> {
-  const { id, ref } = issueId(config.SHARDS, kind, onto);
+  const { id, ref } = issueId(config, kind, onto);
   const value = `${id}.${await seal(material(config, purpose), JSON.stringify(state), id)}`;
   return { value, id, ref };
 }
@@ -55,7 +55,7 @@ export async function openSealedId<T>(
   if (typeof value !== "string" || value.length > MAX_LENGTH) return null;
   const dot = value.indexOf(".");
   if (dot < 0) return null;
-  const id = parseId(config.SHARDS, kind, value.slice(0, dot));
+  const id = parseId(config, kind, value.slice(0, dot));
   if (!id) return null;
   const opened = await unseal(material(config, purpose), value.slice(dot + 1), id.id);
   if (opened === null) return null;

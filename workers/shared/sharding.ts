@@ -1,9 +1,10 @@
-import type { ShardConfig, StoreName } from "./config";
+import { createHmac } from "node:crypto";
+import type { Config, ShardConfig, StoreName } from "./config";
 
 /** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
 export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom">;
 
-import { randomToken } from "./crypto";
+import { base64url, randomToken } from "./crypto";
 
 /**
  * The one shard router for every store.
@@ -13,6 +14,10 @@ import { randomToken } from "./crypto";
  * generation and shard it was placed in: `<prefix>_<gen>_<shard>_<secret>`. An existing id is routed by
  * what it carries, never by today's count, so raising a count (appending a generation) leaves live
  * state where it is while new ids spread over the new shards.
+ *
+ * The secret is 128 random bits and a 128-bit MAC over the whole id (HMAC-SHA-256 under
+ * OTP_HMAC_SECRET, `id:` domain): an id no Keyway issued is refused where it is parsed, before any
+ * storage call, so made-up ids cannot be aimed at a chosen shard (issue 17).
  */
 
 export interface ShardRef {
@@ -81,7 +86,26 @@ export function objectName(ref: ShardRef): string {
   return `${ref.store}:g${ref.gen}:s${ref.shard}`;
 }
 
-const ID_RE = /^([a-z]+)_([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{22,86})$/;
+const ID_RE = /^([a-z]+)_([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{43,44})$/;
+/** base64url of 16 bytes. */
+const HALF = 22;
+
+/** What issuing and parsing ids needs: the shard counts and the secret the MAC is keyed with. */
+export type IdCodec = Pick<Config, "SHARDS" | "OTP_HMAC_SECRET"> & {
+  POLICY?: Pick<Config["POLICY"], "legacy_ids_until">;
+};
+
+function idMac(codec: IdCodec, body: string): string {
+  return base64url(createHmac("sha256", codec.OTP_HMAC_SECRET).update(`id:${body}`).digest().subarray(0, 16));
+}
+
+/** Constant time for equal lengths; the MAC is a fixed 22 characters. */
+function sameMac(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
 
 export interface ParsedId {
   kind: IdKind;
@@ -90,30 +114,47 @@ export interface ParsedId {
   id: string;
 }
 
-/** Issues a new id of `kind`, placed by hashing its random part (or on `onto`, to colocate it). */
+/**
+ * Issues a new id of `kind`, placed by hashing its random part (or on `onto`, to colocate it). `seed`
+ * (at least 22 base64url characters) makes the id reproducible: its first 22 are the random part.
+ */
 export function issueId(
-  shards: ShardConfig,
+  codec: IdCodec,
   kind: IdKind,
   onto?: ShardRef,
-  secret = randomToken(32),
+  seed = randomToken(16),
 ): { id: string; ref: ShardRef } {
-  const ref = onto ?? routeKey(shards, ID_STORE[kind], secret);
+  const random = seed.slice(0, HALF);
+  if (!/^[A-Za-z0-9_-]{22}$/.test(random)) throw new Error("an id seed is 22 base64url characters or more");
+  const ref = onto ?? routeKey(codec.SHARDS, ID_STORE[kind], random);
   if (ref.store !== ID_STORE[kind]) throw new Error(`cannot place a ${kind} id in the ${ref.store} store`);
-  return { id: `${ID_PREFIX[kind]}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${secret}`, ref };
+  const body = `${ID_PREFIX[kind]}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${random}`;
+  return { id: `${body}${idMac(codec, body)}`, ref };
 }
 
 /**
- * Parses an id and checks that its generation and shard exist in config. Returns null for anything
- * malformed, of another kind, or pointing at a shard that never existed.
+ * Parses an id and checks its MAC, and that its generation and shard exist in config. Returns null for
+ * anything malformed, of another kind, not issued by Keyway, or pointing at a shard that never existed.
+ * An id of the format before the MAC (a 43-character secret) is accepted only while the policy's
+ * `legacy_ids_until` has not passed: set it when upgrading a running deployment, so sessions and
+ * refresh tokens issued before the upgrade live out their time.
  */
-export function parseId(shards: ShardConfig, kind: IdKind, value: unknown): ParsedId | null {
+export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId | null {
   if (typeof value !== "string" || value.length > 120) return null;
   const m = ID_RE.exec(value);
   if (!m || m[1] !== ID_PREFIX[kind]) return null;
   const store = ID_STORE[kind];
   const gen = Number.parseInt(m[2] as string, 36);
   const shard = Number.parseInt(m[3] as string, 36);
-  const count = shards[store][gen];
+  const count = codec.SHARDS[store][gen];
   if (count === undefined || shard >= count) return null;
+  const secret = m[4] as string;
+  if (secret.length === 2 * HALF) {
+    const body = value.slice(0, value.length - HALF);
+    if (!sameMac(idMac(codec, body), secret.slice(HALF))) return null;
+  } else {
+    const until = codec.POLICY?.legacy_ids_until;
+    if (!until || Date.parse(until) <= Date.now()) return null;
+  }
   return { kind, ref: { store, gen, shard }, id: value };
 }

@@ -27,9 +27,9 @@ export function accessTokenAudience(config: Config): string {
  * `secret` makes it reproducible (a refresh retry re-signs the same token).
  */
 export function newJti(config: Config, sid: string, secret?: string): string {
-  const parsed = parseId(config.SHARDS, "sid", sid);
+  const parsed = parseId(config, "sid", sid);
   if (!parsed) throw new Error("sid is not a Keyway sid");
-  return issueId(config.SHARDS, "jti", parsed.ref, secret).id;
+  return issueId(config, "jti", parsed.ref, secret).id;
 }
 
 export async function signAccessToken(
@@ -157,7 +157,7 @@ export async function isRevoked(
   config: Config,
   m: { sid: string; grant_id?: string; jti?: string },
 ): Promise<boolean> {
-  const parsed = parseId(config.SHARDS, "sid", m.sid);
+  const parsed = parseId(config, "sid", m.sid);
   if (!parsed) return true;
   const keys = [`sid:${m.sid}`];
   if (m.grant_id) keys.push(`grant:${m.grant_id}`);
@@ -195,7 +195,7 @@ export async function revokeUserEverywhere(env: Env, config: Config, userId: str
 
 /** Revokes a session's or grant's tokens in the revocation shard its sid names. */
 export async function revokeInSidShard(env: Env, config: Config, sid: string, keys: string[]): Promise<void> {
-  const parsed = parseId(config.SHARDS, "sid", sid);
+  const parsed = parseId(config, "sid", sid);
   if (!parsed) return;
   await shard(env, "revocation", parsed.ref).revoke(keys, markHorizon(config, Date.now()));
 }

@@ -131,11 +131,7 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   const now = Date.now();
   const login = await openVerifiedLogin(config, tx, now);
   if (!login) return errorPage("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
-  const sessionId = parseId(
-    config.SHARDS,
-    "session",
-    getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)),
-  );
+  const sessionId = parseId(config, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
   const sessionHash = sessionId ? await sha256(sessionId.id) : null;
   if (sessionHash === null || !timingSafeEqualString(sessionHash, login.sessionHash))
     return errorPage("Sign-in expired", "This sign-in was finished in another browser.");

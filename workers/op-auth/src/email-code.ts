@@ -236,8 +236,8 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   // A new session every time, in the transaction's shard, stored when `redirect_to` is followed (it
   // carries the login sealed: login-tx.ts). Any session cookie the browser brought is replaced, never
   // reused (no fixation).
-  const { id: sessionId } = issueId(config.SHARDS, "session", post.tx.id.ref);
-  const { id: sid } = issueId(config.SHARDS, "sid");
+  const { id: sessionId } = issueId(config, "session", post.tx.id.ref);
+  const { id: sid } = issueId(config, "sid");
   const ttl = config.POLICY.session_ttl_seconds;
   const done = await sealVerifiedLogin(config, post.tx, {
     session: { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
@@ -259,7 +259,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
 /** The session cookie a browser brought to a new login is ended after the response. */
 function endReplacedSession(c: Context<AppEnv>): void {
   const config = c.get("config");
-  const old = parseId(config.SHARDS, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
+  const old = parseId(config, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
   if (!old) return;
   c.executionCtx.waitUntil(
     sha256(old.id)

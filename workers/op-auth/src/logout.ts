@@ -62,11 +62,7 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
 
   const sids = new Set<string>();
   if (hint?.sid) sids.add(hint.sid);
-  const sessionId = parseId(
-    config.SHARDS,
-    "session",
-    getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)),
-  );
+  const sessionId = parseId(config, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
   if (sessionId) {
     const sid = await shard(c.env, "session", sessionId.ref).endSession(await sha256(sessionId.id));
     if (sid) sids.add(sid);

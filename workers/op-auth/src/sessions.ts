@@ -17,7 +17,7 @@ export interface BrowserSession extends SessionInfo {
 /** The session named by the request's session cookie, if it is live. */
 export async function currentSession(env: Env, config: Config, req: Request): Promise<BrowserSession | null> {
   const id = getCookie(req, cookieName(SESSION_COOKIE, config.secureCookies));
-  const parsed = parseId(config.SHARDS, "session", id);
+  const parsed = parseId(config, "session", id);
   if (!parsed) return null;
   const hash = await sha256(parsed.id);
   const info = await shard(env, "session", parsed.ref).session(hash, Date.now());

@@ -41,7 +41,7 @@ async function accessToken(env: Env, config: Config, token: string): Promise<Kno
 
 async function refreshToken(env: Env, config: Config, token: string): Promise<KnownToken | null> {
   const grantId = token.slice(0, Math.max(0, token.indexOf(".")));
-  const parsed = parseId(config.SHARDS, "grant", grantId);
+  const parsed = parseId(config, "grant", grantId);
   if (!parsed || token.length > 200) return null;
   const [familyHash, tokenHash] = await Promise.all([sha256(grantId), sha256(token)]);
   const grant = await shard(env, "refresh", parsed.ref).familyOf(familyHash, tokenHash, Date.now());

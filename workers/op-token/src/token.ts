@@ -76,7 +76,7 @@ async function redeemCode(
     opened.exp > now &&
     timingSafeEqualString(grant.redirect_uri, redirectUri) &&
     timingSafeEqualString(grant.code_challenge, challenge);
-  const { id: grantId, ref: familyRef } = issueId(config.SHARDS, "grant");
+  const { id: grantId, ref: familyRef } = issueId(config, "grant");
   const plan: IssuePlan = {
     grant: {
       client_id: client.client_id,
@@ -109,7 +109,7 @@ async function redeemCode(
   }
   // The login must still stand: no logout or session revoke of its sid, no revoke or deletion of its
   // user since it began. Checked before the code is spent, so an ended login's code issues nothing.
-  const sidRef = parseId(config.SHARDS, "sid", grant.sid);
+  const sidRef = parseId(config, "sid", grant.sid);
   const [ended] = await Promise.all([
     sidRef
       ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
@@ -146,7 +146,7 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
   const presented = form.refresh_token;
   if (!presented) throw new OAuthError("invalid_request", "refresh_token is required");
   const grantId = presented.slice(0, Math.max(0, presented.indexOf(".")));
-  const parsed = parseId(config.SHARDS, "grant", grantId);
+  const parsed = parseId(config, "grant", grantId);
   if (!parsed || presented.length > 200) throw invalidGrant("the refresh token is invalid");
   const requestedScope = form.scope !== undefined ? form.scope.split(" ").filter(Boolean) : null;
 
@@ -221,7 +221,7 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
 
 /** Revokes every token of one grant: its refresh family and, via the grant mark, its access tokens. */
 export async function revokeGrant(env: Env, config: Config, grantId: string, sid: string): Promise<void> {
-  const parsed = parseId(config.SHARDS, "grant", grantId);
+  const parsed = parseId(config, "grant", grantId);
   await Promise.all([
     revokeInSidShard(env, config, sid, [`grant:${grantId}`]),
     parsed ? sha256(grantId).then((h) => shard(env, "refresh", parsed.ref).revokeFamily(h)) : undefined,
