@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
-import type { AuditEvent } from "../workers/shared/audit";
 import { errorField, log } from "../workers/shared/log";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
+import type { AuditEvent } from "./contract";
 import { RowsWritten, type ShardStats } from "./shard-store";
 
 export { AUDIT_BATCH, AUDIT_FLUSH_DELAY_MS, LAST_LOGIN_EVERY_MS } from "./audit-outbox";

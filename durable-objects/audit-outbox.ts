@@ -1,4 +1,4 @@
-import type { AuditEvent } from "../workers/shared/audit";
+import type { AuditEvent } from "./contract";
 
 /** A flush runs this long after the first buffered event... */
 export const AUDIT_FLUSH_DELAY_MS = 5_000;

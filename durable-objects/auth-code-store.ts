@@ -1,4 +1,4 @@
-import type { AuditEvent } from "../workers/shared/audit";
+import type { RedeemCode, RedeemResult } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -8,24 +8,6 @@ import { countVerbCalls, ShardStore } from "./shard-store";
  * caller can revoke it (RFC 6749 §4.1.2: the server SHOULD revoke tokens issued from a code that is
  * used twice).
  */
-
-export interface RedeemCode {
-  /** SHA-256 of the code. */
-  codeHash: string;
-  /**
-   * The grant this redemption issues, or null when the presentation is refused (wrong redirect URI,
-   * PKCE verifier, or an expired code): the code is spent all the same.
-   */
-  grantId: string | null;
-  /** The login's public session id, so a later replay can revoke the grant in its sid's shard. */
-  sid: string;
-  /** How long the spent mark is kept: as long as the tokens the code yields live. */
-  keepUntil: number;
-  /** The `token_issued` audit event of a successful redemption, written in the same transaction. */
-  issued?: AuditEvent;
-}
-
-export type RedeemResult = { status: "ok" } | { status: "reused"; grant_id: string; sid: string } | { status: "spent" };
 
 export class AuthCodeStore extends ShardStore {
   protected schema(): string[] {

@@ -1,5 +1,13 @@
-import type { AuditEvent } from "../workers/shared/audit";
 import { timingSafeEqualString } from "../workers/shared/crypto";
+import type {
+  CapturedRow,
+  IssueChallenge,
+  IssueResult,
+  KnownUser,
+  OtpPolicy,
+  VerifyChallenge,
+  VerifyResult,
+} from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -9,60 +17,6 @@ import { countVerbCalls, ShardStore } from "./shard-store";
  * user the address belongs to (a cache of D1, which stays the source of truth). A code is stored only
  * as an HMAC computed by the Worker under the OTP secret; comparison is constant-time.
  */
-
-export interface OtpPolicy {
-  otp_ttl_seconds: number;
-  otp_max_attempts: number;
-  /** Wrong codes per hour for one address from one source; then that source is locked out of it. */
-  email_failures_per_hour: number;
-  /** Wrong codes per hour for one address from every source together; then the address is locked. */
-  email_failures_per_hour_all_sources: number;
-  email_consecutive_failures: number;
-  resend_interval_seconds: number;
-  sends_per_email_per_hour: number;
-}
-
-export type IssueResult =
-  | { ok: true; expires_in: number; resend_after: number }
-  | { ok: false; error: "slow_down" | "too_many_requests"; retry_after: number };
-
-/** The user an address belongs to, as D1 said when it was last read (its email is the address itself). */
-export interface KnownUser {
-  id: string;
-}
-
-export type VerifyResult =
-  | { status: "ok"; user: KnownUser | null }
-  | { status: "invalid" }
-  | { status: "locked"; retry_after: number };
-
-export interface IssueChallenge {
-  emailKey: string;
-  /** HMAC of where the request came from (an IPv4 address, an IPv6 /48): failures are counted per source. */
-  sourceKey: string;
-  /** SHA-256 of the login transaction's id: only that transaction can use the code. */
-  txHash: string;
-  codeMac: string;
-  now: number;
-  policy: OtpPolicy;
-  /** Captured mail (dev transport, load-test addresses): kept with its `code_sent` event if the code is issued. */
-  captured?: { sealed: string; sent: AuditEvent };
-}
-
-export interface VerifyChallenge {
-  emailKey: string;
-  sourceKey: string;
-  txHash: string;
-  codeMac: string;
-  now: number;
-  policy: OtpPolicy;
-}
-
-/** A captured message, sealed by the Worker under MAIL_OUTBOX_SECRET (`{to, subject, text, code}`). */
-export interface CapturedRow {
-  sealed: string;
-  sent_at: number;
-}
 
 interface Limits {
   failures: number;

@@ -1,30 +1,11 @@
-import { type AuditEvent, auditEvent, emitAudit } from "../workers/shared/audit";
+import { auditEvent, emitAudit } from "../workers/shared/audit-event";
 import { loadMailConfig } from "../workers/shared/config";
 import { unseal } from "../workers/shared/crypto";
-import { attempt, mailerFor, outboxSealMaterial, type SealedOtp } from "../workers/shared/mail/index";
+import { outboxSealMaterial } from "../workers/shared/mail/outbox";
+import { attempt, mailerFor, type SealedOtp } from "../workers/shared/mail/transport";
 import type { AuditBuffer } from "./audit-buffer";
+import type { AuditEvent, OutboxItem } from "./contract";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
-
-/** A one-time-code mail whose first attempt failed, waiting for its next one. */
-export interface OutboxItem {
-  /** HMAC of the email: one pending mail per address (a newer code replaces an older one). */
-  key: string;
-  /** The message's id, the same on every attempt (an idempotency key for providers that take one). */
-  id: string;
-  /** `SealedOtp` as JSON, AES-GCM under MAIL_OUTBOX_SECRET: storage never holds the code in the clear. */
-  sealed: string;
-  /** Attempts made so far. */
-  attempts: number;
-  max_attempts: number;
-  /** The first retry's delay; the n-th retry waits retry_ms * 3^(n-1). */
-  retry_ms: number;
-  timeout_ms: number;
-  next_at: number;
-  /** The code's expiry: no attempt after it. */
-  expires_at: number;
-  /** The AuditBuffer shard the Worker chose for this email's events. */
-  audit_shard: string;
-}
 
 interface OutboxEnv extends StoreEnv {
   AUDIT: DurableObjectNamespace<AuditBuffer>;

@@ -1,3 +1,4 @@
+import type { FamilyGrant, RotateRefresh, RotateResult } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -9,40 +10,6 @@ import { countVerbCalls, ShardStore } from "./shard-store";
  * must not be able to end someone's login. The sealed copy is AES-GCM under a key derived from the
  * replaced token, which storage holds only as a hash, so the copy is useless to anyone reading storage.
  */
-
-export interface FamilyGrant {
-  client_id: string;
-  sub: string;
-  email: string;
-  sid: string;
-  scope: string;
-  auth_time: number;
-}
-
-export type RotateResult =
-  | { status: "rotated"; grant: FamilyGrant; created_at: number }
-  | { status: "retry"; sealed: string; grant: FamilyGrant }
-  | { status: "invalid_scope" }
-  | { status: "too_many_rotations"; retry_after: number }
-  | { status: "reuse_detected"; grant: FamilyGrant }
-  | { status: "invalid" };
-
-/** A rotation's arguments (RFC 9700 §4.14.2). Hashes are SHA-256 of the grant id and of the tokens. */
-export interface RotateRefresh {
-  familyHash: string;
-  /** The token the client presented. */
-  presentedHash: string;
-  clientId: string;
-  /** The token this rotation issues. */
-  nextHash: string;
-  /** The caller's response to this rotation, sealed under the presented token, for duplicate retries. */
-  sealedNext: string;
-  now: number;
-  graceMs: number;
-  requestedScope: string[] | null;
-  /** Rotations a family may make in an hour (each keeps a spent-token row for the family's life). */
-  maxRotationsPerHour: number;
-}
 
 const HOUR = 3_600_000;
 

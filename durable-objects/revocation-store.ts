@@ -1,12 +1,5 @@
+import type { LoginRef } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
-
-/** A login, as its tokens and codes name it: for the check that it has not ended since. */
-export interface LoginRef {
-  sid: string;
-  sub: string;
-  /** When the person signed in (s, `auth_time`). */
-  authTime: number;
-}
 
 /**
  * Revocation marks. A login's tokens are all placed in the shard its `sid` names, so one call checks

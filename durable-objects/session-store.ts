@@ -1,37 +1,5 @@
-import type { AuditEvent } from "../workers/shared/audit";
+import type { SessionInfo, StartSession } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
-
-export interface AuthRequest {
-  client_id: string;
-  redirect_uri: string;
-  scope: string;
-  state?: string;
-  nonce?: string;
-  code_challenge: string;
-  response_mode?: string;
-  max_age?: number;
-  prompt?: string;
-}
-
-export interface SessionInfo {
-  sub: string;
-  email: string;
-  sid: string;
-  auth_time: number;
-  expires_at: number;
-}
-
-/** What a verified code makes: a session, born from one login transaction. */
-export interface StartSession {
-  /** SHA-256 of the login transaction's id: one transaction makes at most one session. */
-  txHash: string;
-  /** SHA-256 of the session cookie. */
-  sessionHash: string;
-  session: SessionInfo;
-  now: number;
-  /** The `sign_in` audit event, written in the same transaction. */
-  signIn?: AuditEvent;
-}
 
 /**
  * Browser sessions, keyed by the SHA-256 of the session cookie, so storage never holds a usable

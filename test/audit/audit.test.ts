@@ -2,7 +2,8 @@ import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject 
 import { decodeJwt } from "jose";
 import { describe, expect, it } from "vitest";
 import { AUDIT_FLUSH_DELAY_MS, type AuditBuffer } from "../../durable-objects/audit-buffer";
-import { type AuditEvent, auditEvent } from "../../workers/shared/audit";
+import type { AuditEvent } from "../../durable-objects/contract";
+import { auditEvent } from "../../workers/shared/audit-event";
 import {
   admin,
   call,

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { MailOutbox } from "../../durable-objects/mail-outbox";
 import { auditEmailKey } from "../../workers/shared/audit";
 import { loadConfig } from "../../workers/shared/config";
-import { outboxShardName } from "../../workers/shared/mail/index";
+import { outboxShardName } from "../../workers/shared/mail/outbox";
 import {
   Browser,
   comparableHeaders,

@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { FamilyGrant } from "../../durable-objects/refresh-token-rotator";
+import type { FamilyGrant } from "../../durable-objects/contract";
 import { sql } from "../support/harness";
 
 const T0 = 1_900_000_000_000;

@@ -1,10 +1,12 @@
-import type { AuditBuffer } from "../../durable-objects/audit-buffer";
-import type { AuthCodeStore } from "../../durable-objects/auth-code-store";
-import type { ChallengeStore } from "../../durable-objects/challenge-store";
-import type { MailOutbox } from "../../durable-objects/mail-outbox";
-import type { RefreshTokenRotator } from "../../durable-objects/refresh-token-rotator";
-import type { RevocationStore } from "../../durable-objects/revocation-store";
-import type { SessionStore } from "../../durable-objects/session-store";
+import type {
+  AuditBuffer,
+  AuthCodeStore,
+  ChallengeStore,
+  MailOutbox,
+  RefreshTokenRotator,
+  RevocationStore,
+  SessionStore,
+} from "../../durable-objects/contract";
 
 /** Bindings every Keyway Worker has; string variables are parsed by `loadConfig`. */
 export interface Env {

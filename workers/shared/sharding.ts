@@ -4,7 +4,7 @@ import type { Config, ShardConfig, StoreName } from "./config";
 /** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
 export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom">;
 
-import { base64url, randomToken } from "./crypto";
+import { base64url, randomToken, timingSafeEqualString } from "./crypto";
 
 /**
  * The one shard router for every store.
@@ -99,14 +99,6 @@ function idMac(codec: IdCodec, body: string): string {
   return base64url(createHmac("sha256", codec.OTP_HMAC_SECRET).update(`id:${body}`).digest().subarray(0, 16));
 }
 
-/** Constant time for equal lengths; the MAC is a fixed 22 characters. */
-function sameMac(a: string, b: string): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
-  return diff === 0;
-}
-
 export interface ParsedId {
   kind: IdKind;
   ref: ShardRef;
@@ -151,7 +143,7 @@ export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId 
   const secret = m[4] as string;
   if (secret.length === 2 * HALF) {
     const body = value.slice(0, value.length - HALF);
-    if (!sameMac(idMac(codec, body), secret.slice(HALF))) return null;
+    if (!timingSafeEqualString(idMac(codec, body), secret.slice(HALF))) return null;
   } else {
     const until = codec.POLICY?.legacy_ids_until;
     if (!until || Date.parse(until) <= Date.now()) return null;

@@ -1,4 +1,4 @@
-import type { AuthRequest } from "../../../durable-objects/session-store";
+import type { AuthRequest } from "../../../durable-objects/contract";
 import type { Client } from "../../shared/clients";
 import { redirectUriAllowed } from "../../shared/clients";
 import type { OAuthErrorCode } from "../../shared/errors";

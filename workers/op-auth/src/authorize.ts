@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { AuthRequest, SessionInfo } from "../../../durable-objects/session-store";
+import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract";
 import { type AppEnv, admitNewWork } from "../../shared/app";
 import { requestAuditEvent } from "../../shared/audit";
 import { type CodeGrant, issueCode } from "../../shared/auth-code";

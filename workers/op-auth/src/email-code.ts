@@ -1,7 +1,8 @@
 import type { Context } from "hono";
-import type { OtpPolicy } from "../../../durable-objects/challenge-store";
+import type { OtpPolicy } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
-import { audit, auditEmailKey, auditEvent } from "../../shared/audit";
+import { audit, auditEmailKey } from "../../shared/audit";
+import { auditEvent } from "../../shared/audit-event";
 import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";

@@ -1,4 +1,4 @@
-import type { AuthRequest, SessionInfo } from "../../../durable-objects/session-store";
+import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import { issueSealedId, openSealedId, sealOnto } from "../../shared/sealed-id";

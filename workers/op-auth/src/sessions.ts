@@ -1,4 +1,4 @@
-import type { SessionInfo } from "../../../durable-objects/session-store";
+import type { SessionInfo } from "../../../durable-objects/contract";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import type { Env } from "../../shared/env";

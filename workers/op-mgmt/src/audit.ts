@@ -1,6 +1,7 @@
 import type { Context, Next } from "hono";
+import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
-import { AUDIT_KINDS, type AuditEvent, type AuditKind, audit, auditEmailKey } from "../../shared/audit";
+import { audit, auditEmailKey } from "../../shared/audit";
 import { base64url, base64urlDecode } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";

@@ -4,7 +4,8 @@ import { STORE_NAMES } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json, NO_STORE } from "../../shared/http";
 import { askPeers, isolateCounters } from "../../shared/isolate";
-import { currentGeneration, objectName, type ShardedStore, type ShardRef } from "../../shared/sharding";
+import { currentGeneration, type ShardedStore, type ShardRef } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
 
 interface ShardStats {
   served: number;
@@ -14,21 +15,10 @@ interface ShardStats {
 
 /** Every sharded Durable Object a login can touch: the five stores and the two write-behind objects. */
 const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit"];
-const BINDING: Record<ShardedStore, keyof Env> = {
-  session: "SESSIONS",
-  challenge: "CHALLENGES",
-  code: "AUTH_CODES",
-  revocation: "REVOCATIONS",
-  refresh: "REFRESH_TOKENS",
-  mail: "MAIL_OUTBOX",
-  audit: "AUDIT",
-};
 
 function statsOf(env: Env, ref: ShardRef): Promise<ShardStats> {
-  const ns = env[BINDING[ref.store]] as unknown as DurableObjectNamespace;
-  // Every one of these classes has `stats()`; the namespace's stub type is not narrowed here.
-  const stub = ns.get(ns.idFromName(objectName(ref))) as unknown as { stats(): Promise<ShardStats> };
-  return stub.stats();
+  // Every one of these classes has `stats()`; the stub's type is not narrowed over the union here.
+  return (shard(env, ref.store, ref) as unknown as { stats(): Promise<ShardStats> }).stats();
 }
 
 /**

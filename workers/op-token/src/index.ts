@@ -1,8 +1,7 @@
-import type { Context } from "hono";
-import { type AppEnv, createApp, methodNotAllowed } from "../../shared/app";
-import { keyRing } from "../../shared/keys";
+import { createApp, methodNotAllowed } from "../../shared/app";
 import { cors } from "./cors";
 import { introspect } from "./introspect";
+import { jwks, jwksPreflight } from "./jwks";
 import { revoke } from "./revoke";
 import { token } from "./token";
 import { userinfo } from "./userinfo";
@@ -10,27 +9,8 @@ import { userinfo } from "./userinfo";
 /** op-token: the token endpoint, userinfo, revocation, introspection and the JWKS. */
 export const app = createApp();
 
-async function jwks(c: Context<AppEnv>): Promise<Response> {
-  const ring = await keyRing(c.env, c.get("config"));
-  return new Response(JSON.stringify(ring.jwks), {
-    headers: {
-      "Content-Type": "application/jwk-set+json",
-      "Access-Control-Allow-Origin": "*",
-      "Cache-Control": "public, max-age=300",
-    },
-  });
-}
-
 app.get("/jwks.json", jwks);
-app.on(
-  "OPTIONS",
-  "/jwks.json",
-  () =>
-    new Response(null, {
-      status: 204,
-      headers: { "Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET" },
-    }),
-);
+app.on("OPTIONS", "/jwks.json", jwksPreflight);
 app.use("/token", cors("POST"));
 app.use("/revoke", cors("POST"));
 app.use("/introspect", cors("POST"));

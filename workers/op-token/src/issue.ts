@@ -1,4 +1,4 @@
-import type { FamilyGrant } from "../../../durable-objects/refresh-token-rotator";
+import type { FamilyGrant } from "../../../durable-objects/contract";
 import type { Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";

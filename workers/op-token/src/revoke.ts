@@ -5,7 +5,7 @@ import { OAuthError } from "../../shared/errors";
 import { NO_STORE, readForm } from "../../shared/http";
 import { revokeInSidShard } from "../../shared/tokens";
 import { corsClient } from "./cors";
-import { revokeGrant } from "./token";
+import { revokeGrant } from "./grants";
 import { lookupToken } from "./token-lookup";
 
 /**

@@ -1,4 +1,4 @@
-import type { FamilyGrant } from "../../../durable-objects/refresh-token-rotator";
+import type { FamilyGrant } from "../../../durable-objects/contract";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import type { Env } from "../../shared/env";

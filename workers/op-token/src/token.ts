@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { type AppEnv, admitNewWork } from "../../shared/app";
-import { type AuditInput, audit, recordAudit, requestAuditEvent, subjectOf } from "../../shared/audit";
+import { audit, recordAudit, requestAuditEvent, subjectOf } from "../../shared/audit";
+import type { AuditInput } from "../../shared/audit-event";
 import { openCode } from "../../shared/auth-code";
 import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
@@ -13,6 +14,7 @@ import { shard } from "../../shared/stores";
 import { isRevoked, newJti, revokeInSidShard } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
 import { corsClient } from "./cors";
+import { revokeGrant } from "./grants";
 import { buildTokenResponse, type IssuePlan } from "./issue";
 
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
@@ -217,13 +219,4 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     iat: plan.iat,
     refreshToken: plan.next,
   });
-}
-
-/** Revokes every token of one grant: its refresh family and, via the grant mark, its access tokens. */
-export async function revokeGrant(env: Env, config: Config, grantId: string, sid: string): Promise<void> {
-  const parsed = parseId(config, "grant", grantId);
-  await Promise.all([
-    revokeInSidShard(env, config, sid, [`grant:${grantId}`]),
-    parsed ? sha256(grantId).then((h) => shard(env, "refresh", parsed.ref).revokeFamily(h)) : undefined,
-  ]);
 }

@@ -1,73 +1,11 @@
-import { auditEvent, auditShardName, emitAudit } from "../audit";
-import type { Config, MailConfig } from "../config";
+import { auditEvent, auditShardName, emitAudit } from "../audit-event";
+import type { Config } from "../config";
 import { randomToken, seal } from "../crypto";
 import type { Env } from "../env";
 import { errorField, log } from "../log";
-import { HttpTransport } from "./http";
-import { MailError, type Mailer, type OtpMessage } from "./message";
+import { MailError, type OtpMessage } from "./message";
 import { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
-import { SendEmailTransport } from "./send-email";
-import { SmtpTransport } from "./smtp";
-
-export { MailError, type Mailer, type OtpMessage, type RenderedMail, renderOtpMail } from "./message";
-export { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
-
-interface MailEnv {
-  SEND_EMAIL?: SendEmail;
-}
-
-/** The transport config chose. Config has checked each transport's settings (and its binding) at start-up. */
-export function mailerFor(env: MailEnv, config: MailConfig | Config): Mailer {
-  switch (config.MAIL_TRANSPORT) {
-    case "dev":
-      // deliverOtp captures dev mail before it would reach a transport; nothing sends it.
-      throw new MailError("the dev transport captures mail in the MailOutbox; it sends nothing", true);
-    case "send_email":
-      if (!env.SEND_EMAIL) throw new MailError("the send_email binding SEND_EMAIL is missing", true);
-      return new SendEmailTransport(env.SEND_EMAIL, config);
-    case "http":
-      return new HttpTransport(config);
-    case "smtp":
-      return new SmtpTransport(config);
-  }
-}
-
-/** What waits in the MailOutbox, sealed: enough to render the same mail again, with the same code. */
-export interface SealedOtp {
-  to: string;
-  code: string;
-  /** When the code stops working (ms): a retry after that is pointless. */
-  expires_at: number;
-  /** The code's lifetime, as the first attempt's mail said it. */
-  ttl_seconds: number;
-  issuer_name: string;
-  issuer: string;
-}
-
-/** One attempt, abandoned after `timeoutMs`. Resolves to null on success, else the failure. */
-export async function attempt(
-  mailer: Mailer,
-  message: OtpMessage,
-  timeoutMs: number,
-  idempotencyKey: string,
-): Promise<MailError | null> {
-  const controller = new AbortController();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      controller.abort();
-      reject(new MailError(`timed out after ${timeoutMs} ms`));
-    }, timeoutMs);
-  });
-  try {
-    await Promise.race([mailer.send(message, { signal: controller.signal, idempotencyKey }), timeout]);
-    return null;
-  } catch (err) {
-    return err instanceof MailError ? err : new MailError(err instanceof Error ? err.message : String(err));
-  } finally {
-    if (timer !== undefined) clearTimeout(timer);
-  }
-}
+import { attempt, mailerFor, type SealedOtp } from "./transport";
 
 /** The one-time-code message for `to`, as every transport renders it. */
 export function otpMessage(config: Config, to: string, code: string, now: number): OtpMessage {

@@ -1,4 +1,4 @@
-import type { MailOutbox } from "../../../durable-objects/mail-outbox";
+import type { MailOutbox } from "../../../durable-objects/contract";
 import type { Config } from "../config";
 import { objectName, routeKey } from "../sharding";
 

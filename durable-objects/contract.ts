@@ -1,0 +1,249 @@
+/**
+ * The store boundary: every type a Worker and a Durable Object exchange (RPC arguments as named
+ * objects, results, audit events), and the stores' classes as types for stubs. Workers import from
+ * the Durable Object folder only this file (`npm run check` enforces it: tools/check-imports.mjs); the
+ * stores import only leaf modules of workers/shared. No runtime code besides AUDIT_KINDS and the
+ * table below.
+ */
+
+/**
+ * Every sharded Durable Object: its binding in each Worker's Env and wrangler config, and its class
+ * in the store Worker. `npm run check` fails when a wrangler.toml binding block disagrees with it.
+ */
+export const STORE_BINDINGS = {
+  session: { binding: "SESSIONS", class: "SessionStore" },
+  challenge: { binding: "CHALLENGES", class: "ChallengeStore" },
+  code: { binding: "AUTH_CODES", class: "AuthCodeStore" },
+  revocation: { binding: "REVOCATIONS", class: "RevocationStore" },
+  refresh: { binding: "REFRESH_TOKENS", class: "RefreshTokenRotator" },
+  mail: { binding: "MAIL_OUTBOX", class: "MailOutbox" },
+  audit: { binding: "AUDIT", class: "AuditBuffer" },
+} as const;
+
+// ---- The audit trail: events a store writes in its own transaction (audit-outbox.ts) or buffers (AuditBuffer).
+
+/**
+ * The audit trail: events land in D1 `audit_events`, written behind the request through an outbox in
+ * a Durable Object's SQLite storage, which its alarm flushes to D1 in batches. The events of a
+ * successful login (code_sent, sign_in, token_issued) go with the store call the step already makes,
+ * in its transaction; any other event goes to an AuditBuffer shard in `waitUntil` (after the
+ * response). A code grant's token_issued is therefore written when the code is redeemed: if signing
+ * then fails, the code is spent all the same, and the event records that redemption. No event
+ * carries a code, token or cookie.
+ */
+export const AUDIT_KINDS = [
+  "sign_in",
+  "code_sent",
+  "code_failed",
+  "mail_failed",
+  "lockout",
+  "token_issued",
+  "refresh_reuse",
+  "logout",
+  "admin_change",
+  "key_rotation",
+] as const;
+
+export type AuditKind = (typeof AUDIT_KINDS)[number];
+
+/** One row of `audit_events`. `id` is random and makes a repeated flush harmless (INSERT OR IGNORE). */
+export interface AuditEvent {
+  id: string;
+  at: number;
+  kind: AuditKind;
+  user_id: string | null;
+  /** HMAC of the normalized email (the ChallengeStore key): which address, without storing it. */
+  email_key: string | null;
+  client_id: string | null;
+  ip: string | null;
+  detail: Record<string, unknown> | null;
+}
+
+// ---- SessionStore: the login's session.
+
+export interface AuthRequest {
+  client_id: string;
+  redirect_uri: string;
+  scope: string;
+  state?: string;
+  nonce?: string;
+  code_challenge: string;
+  response_mode?: string;
+  max_age?: number;
+  prompt?: string;
+}
+
+export interface SessionInfo {
+  sub: string;
+  email: string;
+  sid: string;
+  auth_time: number;
+  expires_at: number;
+}
+
+/** What a verified code makes: a session, born from one login transaction. */
+export interface StartSession {
+  /** SHA-256 of the login transaction's id: one transaction makes at most one session. */
+  txHash: string;
+  /** SHA-256 of the session cookie. */
+  sessionHash: string;
+  session: SessionInfo;
+  now: number;
+  /** The `sign_in` audit event, written in the same transaction. */
+  signIn?: AuditEvent;
+}
+
+// ---- ChallengeStore: an address's one-time code, its limits, captured mail and known user.
+
+export interface OtpPolicy {
+  otp_ttl_seconds: number;
+  otp_max_attempts: number;
+  /** Wrong codes per hour for one address from one source; then that source is locked out of it. */
+  email_failures_per_hour: number;
+  /** Wrong codes per hour for one address from every source together; then the address is locked. */
+  email_failures_per_hour_all_sources: number;
+  email_consecutive_failures: number;
+  resend_interval_seconds: number;
+  sends_per_email_per_hour: number;
+}
+
+export type IssueResult =
+  | { ok: true; expires_in: number; resend_after: number }
+  | { ok: false; error: "slow_down" | "too_many_requests"; retry_after: number };
+
+/** The user an address belongs to, as D1 said when it was last read (its email is the address itself). */
+export interface KnownUser {
+  id: string;
+}
+
+export type VerifyResult =
+  | { status: "ok"; user: KnownUser | null }
+  | { status: "invalid" }
+  | { status: "locked"; retry_after: number };
+
+export interface IssueChallenge {
+  emailKey: string;
+  /** HMAC of where the request came from (an IPv4 address, an IPv6 /48): failures are counted per source. */
+  sourceKey: string;
+  /** SHA-256 of the login transaction's id: only that transaction can use the code. */
+  txHash: string;
+  codeMac: string;
+  now: number;
+  policy: OtpPolicy;
+  /** Captured mail (dev transport, load-test addresses): kept with its `code_sent` event if the code is issued. */
+  captured?: { sealed: string; sent: AuditEvent };
+}
+
+export interface VerifyChallenge {
+  emailKey: string;
+  sourceKey: string;
+  txHash: string;
+  codeMac: string;
+  now: number;
+  policy: OtpPolicy;
+}
+
+/** A captured message, sealed by the Worker under MAIL_OUTBOX_SECRET (`{to, subject, text, code}`). */
+export interface CapturedRow {
+  sealed: string;
+  sent_at: number;
+}
+
+// ---- AuthCodeStore: spent authorization codes.
+
+export interface RedeemCode {
+  /** SHA-256 of the code. */
+  codeHash: string;
+  /**
+   * The grant this redemption issues, or null when the presentation is refused (wrong redirect URI,
+   * PKCE verifier, or an expired code): the code is spent all the same.
+   */
+  grantId: string | null;
+  /** The login's public session id, so a later replay can revoke the grant in its sid's shard. */
+  sid: string;
+  /** How long the spent mark is kept: as long as the tokens the code yields live. */
+  keepUntil: number;
+  /** The `token_issued` audit event of a successful redemption, written in the same transaction. */
+  issued?: AuditEvent;
+}
+
+export type RedeemResult = { status: "ok" } | { status: "reused"; grant_id: string; sid: string } | { status: "spent" };
+
+// ---- RefreshTokenRotator: one refresh family per login.
+
+export interface FamilyGrant {
+  client_id: string;
+  sub: string;
+  email: string;
+  sid: string;
+  scope: string;
+  auth_time: number;
+}
+
+export type RotateResult =
+  | { status: "rotated"; grant: FamilyGrant; created_at: number }
+  | { status: "retry"; sealed: string; grant: FamilyGrant }
+  | { status: "invalid_scope" }
+  | { status: "too_many_rotations"; retry_after: number }
+  | { status: "reuse_detected"; grant: FamilyGrant }
+  | { status: "invalid" };
+
+/** A rotation's arguments (RFC 9700 §4.14.2). Hashes are SHA-256 of the grant id and of the tokens. */
+export interface RotateRefresh {
+  familyHash: string;
+  /** The token the client presented. */
+  presentedHash: string;
+  clientId: string;
+  /** The token this rotation issues. */
+  nextHash: string;
+  /** The caller's response to this rotation, sealed under the presented token, for duplicate retries. */
+  sealedNext: string;
+  now: number;
+  graceMs: number;
+  requestedScope: string[] | null;
+  /** Rotations a family may make in an hour (each keeps a spent-token row for the family's life). */
+  maxRotationsPerHour: number;
+}
+
+// ---- RevocationStore: what ended, and when.
+
+/** A login, as its tokens and codes name it: for the check that it has not ended since. */
+export interface LoginRef {
+  sid: string;
+  sub: string;
+  /** When the person signed in (s, `auth_time`). */
+  authTime: number;
+}
+
+// ---- MailOutbox: a one-time-code mail waiting for a retry.
+
+/** A one-time-code mail whose first attempt failed, waiting for its next one. */
+export interface OutboxItem {
+  /** HMAC of the email: one pending mail per address (a newer code replaces an older one). */
+  key: string;
+  /** The message's id, the same on every attempt (an idempotency key for providers that take one). */
+  id: string;
+  /** `SealedOtp` as JSON, AES-GCM under MAIL_OUTBOX_SECRET: storage never holds the code in the clear. */
+  sealed: string;
+  /** Attempts made so far. */
+  attempts: number;
+  max_attempts: number;
+  /** The first retry's delay; the n-th retry waits retry_ms * 3^(n-1). */
+  retry_ms: number;
+  timeout_ms: number;
+  next_at: number;
+  /** The code's expiry: no attempt after it. */
+  expires_at: number;
+  /** The AuditBuffer shard the Worker chose for this email's events. */
+  audit_shard: string;
+}
+
+// ---- The stores themselves, as types: `DurableObjectNamespace<SessionStore>` and RPC stubs.
+
+export type { AuditBuffer } from "./audit-buffer";
+export type { AuthCodeStore } from "./auth-code-store";
+export type { ChallengeStore } from "./challenge-store";
+export type { MailOutbox } from "./mail-outbox";
+export type { RefreshTokenRotator } from "./refresh-token-rotator";
+export type { RevocationStore } from "./revocation-store";
+export type { SessionStore } from "./session-store";

@@ -1,0 +1,101 @@
+// `npm run check` (so `npm test` and CI): the store boundary holds.
+//  1. A Worker file (workers/**) imports from durable-objects/ only contract.ts.
+//  2. A Durable Object file (durable-objects/**), with everything it imports transitively, reaches in
+//     workers/ only the leaf modules listed below: none of them handles a request or names a Worker.
+//  3. Every wrangler config's [[durable_objects.bindings]] agrees with STORE_BINDINGS in contract.ts.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+
+const ROOT = resolve(dirname(new URL(import.meta.url).pathname), "..");
+const CONTRACT = "durable-objects/contract.ts";
+const LEAVES = new Set([
+  "workers/shared/audit-event.ts",
+  "workers/shared/config.ts",
+  "workers/shared/crypto.ts",
+  "workers/shared/env.ts",
+  "workers/shared/log.ts",
+  "workers/shared/sharding.ts",
+  "workers/shared/stores.ts",
+  "workers/shared/http.ts",
+  "workers/shared/errors.ts",
+  "workers/shared/mail/http.ts",
+  "workers/shared/mail/message.ts",
+  "workers/shared/mail/mime.ts",
+  "workers/shared/mail/outbox.ts",
+  "workers/shared/mail/send-email.ts",
+  "workers/shared/mail/smtp.ts",
+  "workers/shared/mail/transport.ts",
+]);
+
+/** @param {string} dir @returns {string[]} */
+function tsFiles(dir) {
+  return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory()) return tsFiles(path);
+    return e.name.endsWith(".ts") && !e.name.endsWith(".d.ts") ? [path] : [];
+  });
+}
+
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s+(?:type\s+)?(?:[\s\S]*?\s+from\s+)?["']([^"']+)["']/g;
+
+/** Relative imports of a file, resolved to repo paths. @param {string} file */
+function importsOf(file) {
+  const text = readFileSync(join(ROOT, file), "utf8");
+  return [...text.matchAll(IMPORT)]
+    .map((m) => /** @type {string} */ (m[1]))
+    .filter((spec) => spec.startsWith("."))
+    .map((spec) => {
+      const base = relative(ROOT, resolve(ROOT, dirname(file), spec)).replace(/\.js$/, "");
+      const found = [`${base}.ts`, `${base}/index.ts`, base].find((p) => existsSync(join(ROOT, p)));
+      if (!found) throw new Error(`${file}: cannot resolve ${spec}`);
+      return found;
+    });
+}
+
+const problems = [];
+for (const file of tsFiles("workers"))
+  for (const dep of importsOf(file))
+    if (dep.startsWith("durable-objects/") && dep !== CONTRACT)
+      problems.push(`${file} imports ${dep}: a Worker imports only ${CONTRACT} from the stores`);
+
+for (const start of tsFiles("durable-objects")) {
+  const seen = new Set([start]);
+  const queue = [start];
+  while (queue.length) {
+    const file = /** @type {string} */ (queue.shift());
+    for (const dep of importsOf(file)) {
+      if (seen.has(dep)) continue;
+      seen.add(dep);
+      if (dep.startsWith("workers/") && !LEAVES.has(dep)) {
+        problems.push(`${start} reaches ${dep} (through ${file}): a store imports only leaf modules of workers/`);
+        continue;
+      }
+      queue.push(dep);
+    }
+  }
+}
+
+// Bindings: parse STORE_BINDINGS from the contract's source, and each config's binding blocks.
+const contract = readFileSync(join(ROOT, CONTRACT), "utf8");
+const table = new Map(
+  [...contract.matchAll(/(\w+): \{ binding: "(\w+)", class: "(\w+)" \}/g)].map((m) => [m[2], m[3]]),
+);
+if (table.size !== 7) problems.push(`${CONTRACT}: STORE_BINDINGS should list 7 objects, found ${table.size}`);
+const configs = ["wrangler.toml", ...readdirSync(join(ROOT, "workers")).map((w) => `workers/${w}/wrangler.toml`)];
+for (const config of configs.filter((c) => existsSync(join(ROOT, c)))) {
+  const text = readFileSync(join(ROOT, config), "utf8");
+  const blocks = [...text.matchAll(/\[\[durable_objects\.bindings\]\]\s*\nname = "(\w+)"\s*\nclass_name = "(\w+)"/g)];
+  if (!blocks.length) continue;
+  const bound = new Map(blocks.map((m) => [m[1], m[2]]));
+  for (const [binding, cls] of table)
+    if (bound.get(binding) !== cls)
+      problems.push(`${config}: binding ${binding} should be class ${cls}, is ${bound.get(binding) ?? "missing"}`);
+  for (const binding of bound.keys())
+    if (!table.has(binding)) problems.push(`${config}: binding ${binding} is not in STORE_BINDINGS`);
+}
+
+if (problems.length) {
+  console.error(`check-imports: ${problems.length} problem(s)\n${problems.map((p) => `  ${p}`).join("\n")}`);
+  process.exit(1);
+}
+console.log("check-imports: the store boundary holds");

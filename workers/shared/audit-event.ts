@@ -1,0 +1,53 @@
+import type { AuditBuffer, AuditEvent, AuditKind } from "../../durable-objects/contract";
+import type { ShardConfig } from "./config";
+import { randomToken } from "./crypto";
+import { errorField, log } from "./log";
+import { objectName, routeKey } from "./sharding";
+
+/**
+ * Making and handing over audit events, with no request in sight: what a Worker's handler
+ * (audit.ts) and a Durable Object (MailOutbox) share. A leaf module: the stores may import it.
+ */
+
+export interface AuditInput {
+  kind: AuditKind;
+  user?: string | null | undefined;
+  emailKey?: string | null | undefined;
+  client?: string | null | undefined;
+  detail?: Record<string, unknown> | undefined;
+}
+
+export interface AuditEnv {
+  AUDIT: DurableObjectNamespace<AuditBuffer>;
+}
+
+export function auditEvent(input: AuditInput, ip: string | null = null, at = Date.now()): AuditEvent {
+  return {
+    id: randomToken(16),
+    at,
+    kind: input.kind,
+    user_id: input.user ?? null,
+    email_key: input.emailKey ?? null,
+    client_id: input.client ?? null,
+    ip,
+    detail: input.detail ?? null,
+  };
+}
+
+/**
+ * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
+ * in order in one buffer), else at random. Named like every store shard: `audit:g<gen>:s<shard>`.
+ */
+export function auditShardName(shards: ShardConfig, key?: string | null): string {
+  return objectName(routeKey(shards, "audit", key ?? randomToken(8)));
+}
+
+/** Hands events to their buffer. Never throws: the audit trail must not fail a login. */
+export async function emitAudit(env: AuditEnv, shardName: string, events: AuditEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  try {
+    await env.AUDIT.get(env.AUDIT.idFromName(shardName)).append(events);
+  } catch (err) {
+    log("error", "audit: could not buffer", { kinds: events.map((e) => e.kind), error: errorField(err) });
+  }
+}
