@@ -80,4 +80,30 @@ describe("openid-client against the npm start runtime", () => {
     const again = await oidc.fetchUserInfo(config, refreshed.access_token, claims?.sub ?? "");
     expect(again.sub).toBe(claims?.sub);
   });
+
+  it("gets a client's own token with client_credentials, and introspects and revokes it", async () => {
+    const registered = await registerE2EClient(stack, {
+      client_name: "openid-client machine e2e",
+      token_endpoint_auth_method: "client_secret_basic",
+      grant_types: ["client_credentials"],
+      scope: "reports:read reports:write",
+    });
+    const config = await oidc.discovery(
+      new URL(stack.url),
+      registered.client_id,
+      undefined,
+      oidc.ClientSecretBasic(registered.client_secret as string),
+      { execute: [oidc.allowInsecureRequests] },
+    );
+    expect(config.serverMetadata().grant_types_supported).toContain("client_credentials");
+    const tokens = await oidc.clientCredentialsGrant(config, { scope: "reports:read" });
+    expect(tokens.token_type.toLowerCase()).toBe("bearer");
+    expect(tokens.scope).toBe("reports:read");
+    expect(tokens.id_token).toBeUndefined();
+    expect(tokens.refresh_token).toBeUndefined();
+    const introspection = await oidc.tokenIntrospection(config, tokens.access_token);
+    expect(introspection).toMatchObject({ active: true, client_id: registered.client_id, sub: registered.client_id });
+    await oidc.tokenRevocation(config, tokens.access_token);
+    expect((await oidc.tokenIntrospection(config, tokens.access_token)).active).toBe(false);
+  });
 });

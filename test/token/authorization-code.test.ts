@@ -359,7 +359,8 @@ describe("Token: authorization_code (CONTRACT §2.5, §3)", () => {
       400,
       "unsupported_grant_type",
     );
-    await expectOAuthError(await form(client, { grant_type: "client_credentials" }), 400, "unsupported_grant_type");
+    // A grant Keyway has but this client did not register (RFC 6749 §5.2).
+    await expectOAuthError(await form(client, { grant_type: "client_credentials" }), 400, "unauthorized_client");
     await expectOAuthError(await form(client, { code: login.code }), 400, "invalid_request");
     await expectOAuthError(
       await form(client, {

@@ -18,6 +18,22 @@ export interface AccessTokenClaims extends JWTPayload {
   auth_time: number;
 }
 
+/**
+ * A client's own access token (client_credentials, RFC 6749 §4.4): `sub` is the client_id (RFC 9068
+ * §2.2), and there is no login behind it, so no `sid`, `grant_id` or `auth_time`. Its `jti` is placed
+ * on a revocation shard of its own.
+ */
+export interface ClientTokenClaims extends JWTPayload {
+  sub: string;
+  client_id: string;
+  scope: string;
+  jti: string;
+}
+
+export type VerifiedAccessToken =
+  | { kind: "user"; claims: AccessTokenClaims }
+  | { kind: "client"; claims: ClientTokenClaims };
+
 export function accessTokenAudience(config: Config): string {
   return `${config.ISSUER}/userinfo`;
 }
@@ -64,6 +80,27 @@ export async function signAccessToken(
     .setIssuedAt(c.iat)
     .setExpirationTime(c.iat + config.POLICY.access_token_ttl_seconds)
     .sign(key.key);
+}
+
+/** Signs a client_credentials access token: RFC 9068 claims, `sub` = `client_id`, a jti of its own. */
+export async function signClientToken(
+  env: Env,
+  config: Config,
+  c: { client_id: string; scope: string; iat: number },
+): Promise<{ token: string; jti: string }> {
+  const alg = config.POLICY.access_token_signing_alg;
+  const key = (await keyRing(env, config)).signing[alg];
+  const { id: jti } = issueId(config, "jti");
+  const token = await new SignJWT({ client_id: c.client_id, scope: c.scope })
+    .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
+    .setIssuer(config.ISSUER)
+    .setSubject(c.client_id)
+    .setAudience(accessTokenAudience(config))
+    .setJti(jti)
+    .setIssuedAt(c.iat)
+    .setExpirationTime(c.iat + config.POLICY.access_token_ttl_seconds)
+    .sign(key.key);
+  return { token, jti };
 }
 
 export async function signIdToken(
@@ -124,6 +161,20 @@ const invalidToken = (description: string) =>
  * null for anything that is not a valid token.
  */
 export async function verifyAccessToken(env: Env, config: Config, token: string): Promise<AccessTokenClaims | null> {
+  const verified = await verifyAnyAccessToken(env, config, token);
+  return verified?.kind === "user" ? verified.claims : null;
+}
+
+/**
+ * Verifies an access token of either kind: a user's (from a login: `sid`, `grant_id`, `auth_time`)
+ * or a client's own (client_credentials: `sub` is the client_id, nothing of a login). Anything that
+ * is neither, such as a token with a `sid` but no `grant_id`, is null.
+ */
+export async function verifyAnyAccessToken(
+  env: Env,
+  config: Config,
+  token: string,
+): Promise<VerifiedAccessToken | null> {
   if (token.length > 4096 || token.split(".").length !== 3) return null;
   let kid: string | undefined;
   try {
@@ -140,9 +191,14 @@ export async function verifyAccessToken(env: Env, config: Config, token: string)
       typ: "at+jwt",
       issuer: config.ISSUER,
       audience: accessTokenAudience(config),
-      requiredClaims: ["sub", "jti", "exp", "iat", "auth_time", "client_id", "sid", "grant_id"],
+      requiredClaims: ["sub", "jti", "exp", "iat", "client_id"],
     });
-    return payload as AccessTokenClaims;
+    if (typeof payload.scope !== "string") return null;
+    const login = ["sid", "grant_id", "auth_time"].filter((k) => payload[k] !== undefined).length;
+    if (login === 3) return { kind: "user", claims: payload as AccessTokenClaims };
+    if (login === 0 && payload.sub === payload.client_id)
+      return { kind: "client", claims: payload as ClientTokenClaims };
+    return null;
   } catch {
     return null;
   }
@@ -163,6 +219,20 @@ export async function isRevoked(
   if (m.grant_id) keys.push(`grant:${m.grant_id}`);
   if (m.jti) keys.push(`jti:${m.jti}`);
   return shard(env, "revocation", parsed.ref).anyRevoked(keys);
+}
+
+/** Whether a client token's jti was revoked, in the revocation shard the jti names. */
+export async function isClientTokenRevoked(env: Env, config: Config, jti: string): Promise<boolean> {
+  const parsed = parseId(config, "jti", jti);
+  if (!parsed) return true;
+  return shard(env, "revocation", parsed.ref).anyRevoked([`jti:${jti}`]);
+}
+
+/** Revokes one client token by its jti, in the shard the jti names. */
+export async function revokeClientToken(env: Env, config: Config, jti: string): Promise<void> {
+  const parsed = parseId(config, "jti", jti);
+  if (!parsed) return;
+  await shard(env, "revocation", parsed.ref).revoke([`jti:${jti}`], markHorizon(config, Date.now()));
 }
 
 /** Verified and not revoked; otherwise the RFC 6750 §3.1 `invalid_token` error. */

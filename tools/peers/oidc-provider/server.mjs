@@ -26,6 +26,9 @@ const ISSUER = `http://127.0.0.1:${PORT}`;
 const REDIRECT_URI = process.env.REDIRECT_URI || "https://loadtest.keyway.invalid/callback";
 const RESOURCE = "https://api.loadtest.keyway.invalid";
 const CLIENT = { client_id: "peer-loadtest", redirect_uri: REDIRECT_URI };
+/** The machine client of k6/client-credentials.js (PEER=oidc-provider): `POST /__peer/machine-client`. */
+const MACHINE = { client_id: "peer-machine", client_secret: randomBytes(32).toString("base64url") };
+const API_SCOPES = "reports:read reports:write";
 const OTP_TTL_MS = 300_000;
 const OTP_MAX_ATTEMPTS = 5;
 const HMAC_KEY = randomBytes(32);
@@ -53,22 +56,32 @@ const provider = new Provider(ISSUER, {
       grant_types: ["authorization_code", "refresh_token"],
       response_types: ["code"],
     },
+    {
+      client_id: MACHINE.client_id,
+      client_secret: MACHINE.client_secret,
+      token_endpoint_auth_method: "client_secret_basic",
+      grant_types: ["client_credentials"],
+      response_types: [],
+      redirect_uris: [],
+      scope: API_SCOPES,
+    },
   ],
   jwks: { keys: [signingKey] },
   cookies: { keys: [randomBytes(32).toString("base64url")] },
-  scopes: ["openid", "email", "offline_access"],
+  scopes: ["openid", "email", "offline_access", ...API_SCOPES.split(" ")],
   claims: { openid: ["sub"], email: ["email", "email_verified"] },
   // Keyway puts email in the ID token; so does the peer.
   conformIdTokenClaims: false,
   pkce: { required: () => true },
   features: {
     devInteractions: { enabled: false },
+    clientCredentials: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => RESOURCE,
       useGrantedResource: () => true,
       getResourceServerInfo: () => ({
-        scope: "openid email offline_access",
+        scope: `openid email offline_access ${API_SCOPES}`,
         audience: RESOURCE,
         accessTokenFormat: "jwt",
         jwt: { sign: { alg: "RS256" } },
@@ -167,6 +180,7 @@ const server = createServer((req, res) => {
     return sendJson(res, 200, { messages: mailbox.get(email) ?? [] });
   }
   if (path === "/__peer/client" && req.method === "POST") return sendJson(res, 200, CLIENT);
+  if (path === "/__peer/machine-client" && req.method === "POST") return sendJson(res, 200, MACHINE);
   oidc(req, res);
 });
 server.keepAliveTimeout = 65_000;

@@ -16,7 +16,7 @@ export function discovery(c: Context<AppEnv>): Response {
     end_session_endpoint: `${issuer}/logout`,
     response_types_supported: ["code"],
     response_modes_supported: ["query"],
-    grant_types_supported: ["authorization_code", "refresh_token"],
+    grant_types_supported: ["authorization_code", "refresh_token", "client_credentials"],
     subject_types_supported: ["public"],
     id_token_signing_alg_values_supported: ["RS256", "ES256"],
     userinfo_signing_alg_values_supported: [],

@@ -9,31 +9,72 @@ import { askPeers } from "../../shared/isolate";
 import { body, corsOrigin, redirectUri } from "./validation";
 
 const SCOPES = ["openid", "email", "profile", "offline_access"] as const;
+/** RFC 6749 §3.3 scope-token: an API scope a machine client may be given (client_credentials). */
+const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,100}$/;
 
 const clientFields = {
   client_name: z.string().trim().min(1).max(200),
-  redirect_uris: z.array(redirectUri).min(1).max(50),
+  redirect_uris: z.array(redirectUri).max(50),
   post_logout_redirect_uris: z.array(redirectUri).max(50),
   token_endpoint_auth_method: z.enum(["none", "client_secret_basic", "client_secret_post"]),
-  grant_types: z.array(z.enum(["authorization_code", "refresh_token"])).min(1),
+  grant_types: z.array(z.enum(["authorization_code", "refresh_token", "client_credentials"])).min(1),
   scope: z
     .string()
-    .refine((s) => s.split(" ").every((p) => (SCOPES as readonly string[]).includes(p)), "unsupported scope")
-    .refine((s) => s.split(" ").includes("openid"), "scope must include openid"),
+    .max(2000)
+    .refine((s) => s.split(" ").every((p) => SCOPE_TOKEN.test(p)), "scope must be space-separated scope tokens"),
   id_token_signed_response_alg: z.enum(["RS256", "ES256"]),
   allowed_cors_origins: z.array(corsOrigin).max(50),
+};
+
+type ClientShape = {
+  redirect_uris: string[];
+  token_endpoint_auth_method: string;
+  grant_types: string[];
+  scope: string;
+};
+
+/**
+ * What a registration must be as a whole, on create and after a PATCH. A login client (the
+ * authorization_code grant) needs a redirect URI and `openid`, and asks only for the OIDC scopes; a
+ * machine client (client_credentials, RFC 6749 §4.4) must be confidential and may hold API scopes.
+ */
+export function registrationProblems(c: ClientShape): string[] {
+  const problems: string[] = [];
+  const scopes = c.scope.split(" ");
+  const login = c.grant_types.includes("authorization_code");
+  if (c.grant_types.includes("client_credentials") && c.token_endpoint_auth_method === "none")
+    problems.push("client_credentials needs a confidential client (a secret), not token_endpoint_auth_method none");
+  if (c.grant_types.includes("refresh_token") && !login)
+    problems.push("refresh_token comes only with authorization_code");
+  if (login && c.redirect_uris.length === 0) problems.push("redirect_uris: at least one for authorization_code");
+  if (login && !scopes.includes("openid")) problems.push("scope must include openid for authorization_code");
+  const api = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (api.length && !c.grant_types.includes("client_credentials"))
+    problems.push(`unsupported scope ${api.join(" ")} (API scopes are for client_credentials clients)`);
+  return problems;
+}
+
+const checked = <T extends ClientShape>(value: T, ctx: z.RefinementCtx) => {
+  for (const message of registrationProblems(value)) ctx.addIssue({ code: "custom", message });
 };
 
 export const createSchema = z
   .object({
     ...clientFields,
+    redirect_uris: clientFields.redirect_uris.default([]),
     post_logout_redirect_uris: clientFields.post_logout_redirect_uris.default([]),
     grant_types: clientFields.grant_types.default(["authorization_code", "refresh_token"]),
-    scope: clientFields.scope.default(SCOPES.join(" ")),
+    scope: clientFields.scope.optional(),
     id_token_signed_response_alg: clientFields.id_token_signed_response_alg.default("RS256"),
     allowed_cors_origins: clientFields.allowed_cors_origins.default([]),
   })
-  .strict();
+  .strict()
+  // A login client's default scope is every OIDC scope; a machine client names its own.
+  .transform((v) => ({
+    ...v,
+    scope: v.scope ?? (v.grant_types.includes("authorization_code") ? SCOPES.join(" ") : ""),
+  }))
+  .superRefine(checked);
 
 export const patchSchema = z.object(clientFields).partial().strict();
 
@@ -100,6 +141,8 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       "a client cannot switch between public and confidential; register a new one",
     );
   const next = { ...current, ...patch, updated_at: Date.now() };
+  const problems = registrationProblems(next);
+  if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, updated_at = ? WHERE client_id = ?`,

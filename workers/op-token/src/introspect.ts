@@ -25,7 +25,7 @@ export async function introspect(c: Context<AppEnv>): Promise<Response> {
   const found = await lookupToken(c.env, config, form.token, form.token_type_hint);
   const inactive = () => json({ active: false }, 200, NO_STORE);
   if (!found?.active) return inactive();
-  if (found.type === "access_token") {
+  if (found.type === "access_token" || found.type === "client_token") {
     const t = found.claims;
     if (t.client_id !== client.client_id) return inactive();
     return json(
@@ -40,7 +40,7 @@ export async function introspect(c: Context<AppEnv>): Promise<Response> {
         iss: t.iss,
         aud: t.aud,
         jti: t.jti,
-        sid: t.sid,
+        ...(found.type === "access_token" ? { sid: found.claims.sid } : {}),
       },
       200,
       NO_STORE,

@@ -3,7 +3,7 @@ import { type AppEnv, admitNewWork } from "../../shared/app";
 import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { NO_STORE, readForm } from "../../shared/http";
-import { revokeInSidShard } from "../../shared/tokens";
+import { revokeClientToken, revokeInSidShard } from "../../shared/tokens";
 import { corsClient } from "./cors";
 import { revokeGrant } from "./grants";
 import { lookupToken } from "./token-lookup";
@@ -26,5 +26,7 @@ export async function revoke(c: Context<AppEnv>): Promise<Response> {
     const ttl = (found.claims.exp ?? 0) * 1000;
     if (ttl > Date.now()) await revokeInSidShard(c.env, config, found.claims.sid, [`jti:${found.claims.jti}`]);
   }
+  if (found?.type === "client_token" && found.claims.client_id === client.client_id)
+    if ((found.claims.exp ?? 0) * 1000 > Date.now()) await revokeClientToken(c.env, config, found.claims.jti);
   return new Response(null, { status: 200, headers: NO_STORE });
 }

@@ -1,14 +1,23 @@
 import type { FamilyGrant } from "../../../durable-objects/contract";
+import { findClient } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
 import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
-import { type AccessTokenClaims, isRevoked, verifyAccessToken } from "../../shared/tokens";
+import {
+  type AccessTokenClaims,
+  type ClientTokenClaims,
+  isClientTokenRevoked,
+  isRevoked,
+  verifyAnyAccessToken,
+} from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
 
 export type KnownToken =
   | { type: "access_token"; claims: AccessTokenClaims; active: boolean }
+  /** A client's own access token (client_credentials): active while not revoked and the client exists. */
+  | { type: "client_token"; claims: ClientTokenClaims; active: boolean }
   | {
       type: "refresh_token";
       grantId: string;
@@ -33,8 +42,17 @@ export async function lookupToken(env: Env, config: Config, token: string, hint?
 }
 
 async function accessToken(env: Env, config: Config, token: string): Promise<KnownToken | null> {
-  const claims = await verifyAccessToken(env, config, token);
-  if (!claims) return null;
+  const verified = await verifyAnyAccessToken(env, config, token);
+  if (!verified) return null;
+  if (verified.kind === "client") {
+    const { claims } = verified;
+    const [revoked, client] = await Promise.all([
+      isClientTokenRevoked(env, config, claims.jti),
+      findClient(env, config, claims.client_id),
+    ]);
+    return { type: "client_token", claims, active: !revoked && client !== null };
+  }
+  const { claims } = verified;
   const [revoked, user] = await Promise.all([isRevoked(env, config, claims), findUser(env, claims.sub)]);
   return { type: "access_token", claims, active: !revoked && userStillValid(user, claims.auth_time) };
 }

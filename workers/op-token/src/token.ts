@@ -11,7 +11,7 @@ import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
 import { issueId, parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
-import { isRevoked, newJti, revokeInSidShard } from "../../shared/tokens";
+import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
 import { corsClient } from "./cors";
 import { revokeGrant } from "./grants";
@@ -20,7 +20,9 @@ import { buildTokenResponse, type IssuePlan } from "./issue";
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const invalidGrant = (description: string) => new OAuthError("invalid_grant", description);
 
-/** POST /token (RFC 6749 §3.2): authorization_code with PKCE, and refresh_token with rotation. */
+const GRANT_TYPES = new Set(["authorization_code", "refresh_token", "client_credentials"]);
+
+/** POST /token (RFC 6749 §3.2): authorization_code with PKCE, refresh_token with rotation, client_credentials. */
 export async function token(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   const form = await readForm(c.req.raw);
@@ -28,7 +30,7 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
   corsClient(c, client);
   const grantType = form.grant_type;
   if (!grantType) throw new OAuthError("invalid_request", "grant_type is required");
-  if (grantType !== "authorization_code" && grantType !== "refresh_token")
+  if (!GRANT_TYPES.has(grantType))
     throw new OAuthError("unsupported_grant_type", `grant_type ${grantType} is not supported`);
   if (!client.grant_types.includes(grantType))
     throw new OAuthError("unauthorized_client", `the client may not use ${grantType}`);
@@ -40,9 +42,51 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     const body = await redeemCode(c, config, client, form, issued);
     return json(body, 200, NO_STORE);
   }
+  if (grantType === "client_credentials") {
+    admitNewWork(c);
+    const body = await clientCredentials(c.env, config, client, form);
+    audit(c, issued);
+    return json(body, 200, NO_STORE);
+  }
   const body = await refresh(c.env, config, client, form);
   audit(c, { ...issued, user: subjectOf(body) });
   return json(body, 200, NO_STORE);
+}
+
+/** The OIDC scopes are a person's; a client acting as itself is given only the API scopes it holds. */
+const PERSON_SCOPES = new Set(["openid", "email", "profile", "offline_access"]);
+
+/**
+ * The client_credentials grant (RFC 6749 §4.4): a confidential client, already authenticated,
+ * gets an access token for itself, no ID token and no refresh token (§4.4.3). `scope` may narrow what
+ * the client registered, never widen it; without it, every API scope the client holds. No store call:
+ * nothing is kept for such a token until someone revokes it.
+ */
+async function clientCredentials(env: Env, config: Config, client: Client, form: Record<string, string>) {
+  // authenticateClient already refused a public client whose registration says `none`; a public
+  // client cannot have registered this grant (op-mgmt refuses it), so this is belt and braces.
+  if (client.token_endpoint_auth_method === "none")
+    throw new OAuthError("unauthorized_client", "client_credentials needs a confidential client");
+  const held = client.scope.split(" ").filter((s) => s && !PERSON_SCOPES.has(s));
+  let scopes = held;
+  if (form.scope !== undefined) {
+    const asked = form.scope.split(" ").filter(Boolean);
+    const notHeld = asked.filter((s) => !held.includes(s));
+    if (notHeld.length) throw new OAuthError("invalid_scope", `the client may not request ${notHeld.join(" ")}`);
+    scopes = [...new Set(asked)];
+  }
+  const scope = scopes.join(" ");
+  const { token } = await signClientToken(env, config, {
+    client_id: client.client_id,
+    scope,
+    iat: Math.floor(Date.now() / 1000),
+  });
+  return {
+    access_token: token,
+    token_type: "Bearer" as const,
+    expires_in: config.POLICY.access_token_ttl_seconds,
+    scope,
+  };
 }
 
 /**
