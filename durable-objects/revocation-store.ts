@@ -48,6 +48,22 @@ export class RevocationStore extends ShardStore {
     await this.expireAt(expiresAt);
   }
 
+  /**
+   * Records `key` until `expiresAt` and says whether it was new: a client assertion's jti is good
+   * once (RFC 7523 §3 item 7).
+   */
+  async useOnce(key: string, expiresAt: number): Promise<boolean> {
+    const inserted = this.sql
+      .exec(
+        "INSERT INTO revoked (key, expires_at) VALUES (?, ?) ON CONFLICT(key) DO NOTHING RETURNING key",
+        key,
+        expiresAt,
+      )
+      .toArray().length;
+    if (inserted) await this.expireAt(expiresAt);
+    return inserted > 0;
+  }
+
   anyRevoked(keys: string[]): boolean {
     if (keys.length === 0) return false;
     const marks = keys.map(() => "?").join(",");

@@ -51,6 +51,7 @@ describe("the admin API's OpenAPI document (issue 15 item 6)", () => {
       "none",
       "client_secret_basic",
       "client_secret_post",
+      "private_key_jwt",
     ]);
     expect(create.properties.grant_types?.default).toEqual(["authorization_code", "refresh_token"]);
     // PATCH: every field optional, still strict.

@@ -1,9 +1,17 @@
+import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, type JWK, type JWTPayload, jwtVerify } from "jose";
 import type { Config } from "./config";
 import { sha256, timingSafeEqualString } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
+import { routeKey } from "./sharding";
+import { shard } from "./stores";
 
-export type AuthMethod = "none" | "client_secret_basic" | "client_secret_post";
+export type AuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt";
+
+/** A client's registered public keys (private_key_jwt). */
+export interface ClientJwks {
+  keys: JWK[];
+}
 
 export interface Client {
   client_id: string;
@@ -16,6 +24,7 @@ export interface Client {
   scope: string;
   id_token_signed_response_alg: "RS256" | "ES256";
   allowed_cors_origins: string[];
+  jwks: ClientJwks | null;
   created_at: number;
   updated_at: number;
 }
@@ -31,6 +40,7 @@ interface ClientRow {
   scope: string;
   id_token_signed_response_alg: "RS256" | "ES256";
   allowed_cors_origins: string;
+  jwks: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -42,6 +52,7 @@ export function clientFromRow(row: ClientRow): Client {
     post_logout_redirect_uris: JSON.parse(row.post_logout_redirect_uris) as string[],
     grant_types: JSON.parse(row.grant_types) as string[],
     allowed_cors_origins: JSON.parse(row.allowed_cors_origins) as string[],
+    jwks: row.jwks ? (JSON.parse(row.jwks) as ClientJwks) : null,
   };
 }
 
@@ -96,6 +107,11 @@ export async function authenticateClient(
   form: Record<string, string>,
 ): Promise<Client> {
   const header = req.headers.get("authorization");
+  if (form.client_assertion_type !== undefined || form.client_assertion !== undefined) {
+    if (header !== null || form.client_secret !== undefined)
+      throw new OAuthError("invalid_request", "use one client authentication method");
+    return authenticateByAssertion(env, config, req, form);
+  }
   let clientId: string | undefined;
   let secret: string | undefined;
   let method: AuthMethod;
@@ -145,6 +161,64 @@ export async function authenticateClient(
     if (!proves(client)) throw invalidClient();
   }
   if ((client.token_endpoint_auth_method === "none") !== (method === "none")) throw invalidClient();
+  // A client that registered a key proves itself with it, never with a secret it does not have.
+  if (client.token_endpoint_auth_method === "private_key_jwt") throw invalidClient();
+  return client;
+}
+
+const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+/** How far ahead an assertion may expire: it is remembered (single use) until then. */
+const MAX_ASSERTION_SECONDS = 300;
+
+/**
+ * private_key_jwt (RFC 7523 §2.2, OIDC Core §9): a JWT the client signed with a key it registered,
+ * `iss` = `sub` = client_id, `aud` the issuer or the endpoint called, a `jti`, and an `exp` at most
+ * five minutes ahead. Each assertion is used once: its jti is recorded in a revocation shard until it
+ * expires, and a second use is `invalid_client`.
+ */
+async function authenticateByAssertion(
+  env: Env,
+  config: Config,
+  req: Request,
+  form: Record<string, string>,
+): Promise<Client> {
+  if (form.client_assertion_type !== JWT_BEARER)
+    throw new OAuthError("invalid_request", `client_assertion_type must be ${JWT_BEARER}`);
+  const assertion = form.client_assertion;
+  if (!assertion || assertion.length > 8192) throw new OAuthError("invalid_request", "client_assertion is required");
+  let claimed: string | undefined;
+  try {
+    claimed = decodeJwt(assertion).sub;
+  } catch {
+    throw invalidClient("client_assertion is not a JWT");
+  }
+  const clientId = form.client_id ?? claimed;
+  if (!clientId || (claimed !== undefined && claimed !== clientId)) throw invalidClient();
+  const client = await findClient(env, config, clientId);
+  if (client?.token_endpoint_auth_method !== "private_key_jwt" || !client.jwks) throw invalidClient();
+  const endpoint = `${config.ISSUER}${new URL(req.url).pathname}`;
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(assertion, createLocalJWKSet(client.jwks as JSONWebKeySet), {
+      algorithms: ["RS256", "ES256"],
+      issuer: clientId,
+      subject: clientId,
+      audience: [config.ISSUER, `${config.ISSUER}/token`, endpoint],
+      requiredClaims: ["exp", "jti"],
+    }));
+  } catch {
+    throw invalidClient("client_assertion is invalid or expired");
+  }
+  const now = Math.floor(Date.now() / 1000);
+  const exp = payload.exp as number;
+  if (exp > now + MAX_ASSERTION_SECONDS)
+    throw invalidClient(`client_assertion may live at most ${MAX_ASSERTION_SECONDS} s`);
+  const key = `assertion:${await sha256(`${clientId}\n${payload.jti}`)}`;
+  const fresh = await shard(env, "revocation", routeKey(config.SHARDS, "revocation", key)).useOnce(
+    key,
+    exp * 1000 + 1000,
+  );
+  if (!fresh) throw invalidClient("client_assertion was used before");
   return client;
 }
 

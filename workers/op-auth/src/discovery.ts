@@ -21,9 +21,23 @@ export function discovery(c: Context<AppEnv>): Response {
     id_token_signing_alg_values_supported: ["RS256", "ES256"],
     userinfo_signing_alg_values_supported: [],
     code_challenge_methods_supported: ["S256"],
-    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
-    revocation_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
-    introspection_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "none"],
+    token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"],
+    revocation_endpoint_auth_methods_supported: [
+      "client_secret_basic",
+      "client_secret_post",
+      "private_key_jwt",
+      "none",
+    ],
+    introspection_endpoint_auth_methods_supported: [
+      "client_secret_basic",
+      "client_secret_post",
+      "private_key_jwt",
+      "none",
+    ],
+    // RFC 8414 §2: the algorithms a private_key_jwt assertion may be signed with.
+    token_endpoint_auth_signing_alg_values_supported: ["RS256", "ES256"],
+    revocation_endpoint_auth_signing_alg_values_supported: ["RS256", "ES256"],
+    introspection_endpoint_auth_signing_alg_values_supported: ["RS256", "ES256"],
     scopes_supported: [...SUPPORTED_SCOPES],
     claims_supported: [
       "iss",

@@ -12,11 +12,28 @@ const SCOPES = ["openid", "email", "profile", "offline_access"] as const;
 /** RFC 6749 §3.3 scope-token: an API scope a machine client may be given (client_credentials). */
 const SCOPE_TOKEN = /^[\x21\x23-\x5B\x5D-\x7E]{1,100}$/;
 
+/** A public signing key a private_key_jwt client registers (RFC 7517); private members are refused. */
+const publicJwk = z
+  .looseObject({
+    kty: z.enum(["RSA", "EC"]),
+    kid: z.string().min(1).max(200).optional(),
+    alg: z.enum(["RS256", "ES256"]).optional(),
+    use: z.literal("sig").optional(),
+  })
+  .refine((k) => !["d", "p", "q", "dp", "dq", "qi", "k"].some((m) => m in k), "a registered key must be public")
+  .refine(
+    (k) =>
+      k.kty === "RSA"
+        ? typeof k.n === "string" && typeof k.e === "string"
+        : k.crv === "P-256" && typeof k.x === "string" && typeof k.y === "string",
+    "an RSA key needs n and e; an EC key is P-256 with x and y",
+  );
+
 const clientFields = {
   client_name: z.string().trim().min(1).max(200),
   redirect_uris: z.array(redirectUri).max(50),
   post_logout_redirect_uris: z.array(redirectUri).max(50),
-  token_endpoint_auth_method: z.enum(["none", "client_secret_basic", "client_secret_post"]),
+  token_endpoint_auth_method: z.enum(["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]),
   grant_types: z.array(z.enum(["authorization_code", "refresh_token", "client_credentials"])).min(1),
   scope: z
     .string()
@@ -24,6 +41,8 @@ const clientFields = {
     .refine((s) => s.split(" ").every((p) => SCOPE_TOKEN.test(p)), "scope must be space-separated scope tokens"),
   id_token_signed_response_alg: z.enum(["RS256", "ES256"]),
   allowed_cors_origins: z.array(corsOrigin).max(50),
+  /** private_key_jwt: the keys the client's assertions are signed with (RFC 7523, OIDC Core §9). */
+  jwks: z.object({ keys: z.array(publicJwk).min(1).max(10) }).strict(),
 };
 
 type ClientShape = {
@@ -31,6 +50,7 @@ type ClientShape = {
   token_endpoint_auth_method: string;
   grant_types: string[];
   scope: string;
+  jwks?: unknown;
 };
 
 /**
@@ -44,6 +64,8 @@ export function registrationProblems(c: ClientShape): string[] {
   const login = c.grant_types.includes("authorization_code");
   if (c.grant_types.includes("client_credentials") && c.token_endpoint_auth_method === "none")
     problems.push("client_credentials needs a confidential client (a secret), not token_endpoint_auth_method none");
+  if ((c.token_endpoint_auth_method === "private_key_jwt") !== (c.jwks !== undefined && c.jwks !== null))
+    problems.push("jwks goes with token_endpoint_auth_method private_key_jwt, and only with it");
   if (c.grant_types.includes("refresh_token") && !login)
     problems.push("refresh_token comes only with authorization_code");
   if (login && c.redirect_uris.length === 0) problems.push("redirect_uris: at least one for authorization_code");
@@ -67,6 +89,7 @@ export const createSchema = z
     scope: clientFields.scope.optional(),
     id_token_signed_response_alg: clientFields.id_token_signed_response_alg.default("RS256"),
     allowed_cors_origins: clientFields.allowed_cors_origins.default([]),
+    jwks: clientFields.jwks.optional(),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -93,11 +116,14 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
   const input = await body(c, createSchema);
   const now = Date.now();
   const clientId = `kwc_${randomToken(16)}`;
-  const secret = input.token_endpoint_auth_method === "none" ? undefined : `kws_${randomToken(32)}`;
+  // A secret only for the methods that prove one; a private_key_jwt client proves its key instead.
+  const secret = ["none", "private_key_jwt"].includes(input.token_endpoint_auth_method)
+    ? undefined
+    : `kws_${randomToken(32)}`;
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
-      post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -110,6 +136,7 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       [...new Set(input.scope.split(" "))].join(" "),
       input.id_token_signed_response_alg,
       JSON.stringify(input.allowed_cors_origins),
+      input.jwks ? JSON.stringify(input.jwks) : null,
       now,
       now,
     )
@@ -132,20 +159,24 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   const id = c.req.param("id") ?? "";
   const patch = await body(c, patchSchema);
   const current = await loadClient(c, id);
+  // What a client proves itself with (nothing, a secret, a key) is fixed at registration: switching
+  // would leave it without the credential the new method needs.
+  const proof = (m: string) => (m === "none" ? "nothing" : m === "private_key_jwt" ? "key" : "secret");
   if (
     patch.token_endpoint_auth_method &&
-    (patch.token_endpoint_auth_method === "none") !== (current.token_endpoint_auth_method === "none")
+    proof(patch.token_endpoint_auth_method) !== proof(current.token_endpoint_auth_method)
   )
     throw new OAuthError(
       "invalid_request",
-      "a client cannot switch between public and confidential; register a new one",
+      "a client cannot switch between public, secret and key authentication; register a new one",
     );
   const next = { ...current, ...patch, updated_at: Date.now() };
   const problems = registrationProblems(next);
   if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
-      grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, updated_at = ? WHERE client_id = ?`,
+      grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, updated_at = ?
+     WHERE client_id = ?`,
   )
     .bind(
       next.client_name,
@@ -156,6 +187,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       next.scope,
       next.id_token_signed_response_alg,
       JSON.stringify(next.allowed_cors_origins),
+      next.jwks ? JSON.stringify(next.jwks) : null,
       next.updated_at,
       id,
     )

@@ -14,7 +14,7 @@ export async function introspect(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   admitNewWork(c);
   const form = await readForm(c.req.raw);
-  if (!c.req.header("authorization") && !form.client_id)
+  if (!c.req.header("authorization") && !form.client_id && !form.client_assertion)
     throw new OAuthError("invalid_client", "client authentication is required", {
       status: 401,
       wwwAuthenticate: 'Basic realm="keyway", charset="UTF-8"',

@@ -1,0 +1,176 @@
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { admin, call, ISSUER, registerClient, type TestClient } from "../support/harness";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+async function keyPair(alg: "RS256" | "ES256") {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  const jwk = {
+    ...(await exportJWK(publicKey)),
+    alg,
+    use: "sig",
+    kid: `k-${alg}-${Math.random().toString(36).slice(2, 8)}`,
+  };
+  return { privateKey, jwk };
+}
+
+async function keyClient(alg: "RS256" | "ES256" = "ES256") {
+  const key = await keyPair(alg);
+  const client = await registerClient({
+    redirect_uris: [],
+    post_logout_redirect_uris: [],
+    token_endpoint_auth_method: "private_key_jwt",
+    grant_types: ["client_credentials"],
+    scope: "reports:read",
+    jwks: { keys: [key.jwk] },
+  });
+  return { client, key };
+}
+
+type Key = Awaited<ReturnType<typeof keyPair>>;
+
+function assertion(client: TestClient, key: Key, claims: Record<string, unknown> = {}, lifetime = 60) {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ jti: crypto.randomUUID(), aud: `${ISSUER}/token`, ...claims })
+    .setProtectedHeader({ alg: key.jwk.alg, kid: key.jwk.kid })
+    .setIssuer(client.client_id)
+    .setSubject(client.client_id)
+    .setIssuedAt(now)
+    .setExpirationTime(now + lifetime)
+    .sign(key.privateKey);
+}
+
+const post = (path: string, params: Record<string, string>) =>
+  call(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams(params),
+  });
+
+const withAssertion = (value: string, extra: Record<string, string> = {}) => ({
+  client_assertion_type: JWT_BEARER,
+  client_assertion: value,
+  ...extra,
+});
+
+async function expectError(res: Response, status: number, error: string) {
+  expect(res.status, await res.clone().text()).toBe(status);
+  expect(((await res.json()) as { error: string }).error).toBe(error);
+}
+
+describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () => {
+  it("registers a key client without a secret, and refuses private keys, missing keys and keys on a secret client", async () => {
+    const { client } = await keyClient();
+    expect(client.client_secret).toBeUndefined();
+    expect(client.token_endpoint_auth_method).toBe("private_key_jwt");
+    const rsa = await keyPair("RS256");
+    const privateJwk = await exportJWK((await generateKeyPair("ES256", { extractable: true })).privateKey);
+    const base = {
+      client_name: "k",
+      token_endpoint_auth_method: "private_key_jwt",
+      grant_types: ["client_credentials"],
+      scope: "reports:read",
+    };
+    for (const body of [
+      { ...base }, // no jwks
+      { ...base, jwks: { keys: [] } },
+      { ...base, jwks: { keys: [privateJwk] } }, // a private key
+      { ...base, jwks: { keys: [{ kty: "EC", crv: "P-384", x: "a", y: "b" }] } },
+      { ...base, token_endpoint_auth_method: "client_secret_basic", jwks: { keys: [rsa.jwk] } },
+    ]) {
+      const res = await admin("/clients", { method: "POST", json: body });
+      expect(res.status, JSON.stringify(body).slice(0, 120)).toBe(400);
+    }
+    const discovery = (await (await call("/.well-known/openid-configuration")).json()) as Record<string, string[]>;
+    expect(discovery.token_endpoint_auth_methods_supported).toContain("private_key_jwt");
+    expect(discovery.token_endpoint_auth_signing_alg_values_supported).toEqual(["RS256", "ES256"]);
+  });
+
+  for (const alg of ["ES256", "RS256"] as const)
+    it(`authenticates a client by an ${alg} assertion at the token, introspection and revocation endpoints`, async () => {
+      const { client, key } = await keyClient(alg);
+      const token = await post(
+        "/token",
+        withAssertion(await assertion(client, key), { grant_type: "client_credentials" }),
+      );
+      expect(token.status, await token.clone().text()).toBe(200);
+      const { access_token } = (await token.json()) as { access_token: string };
+      // The audience may also be the issuer, or the endpoint called.
+      const intro = await post(
+        "/introspect",
+        withAssertion(await assertion(client, key, { aud: `${ISSUER}/introspect` }), { token: access_token }),
+      );
+      expect(await intro.json(), "introspect").toMatchObject({ active: true, client_id: client.client_id });
+      const revoked = await post(
+        "/revoke",
+        withAssertion(await assertion(client, key, { aud: ISSUER }), { token: access_token }),
+      );
+      expect(revoked.status).toBe(200);
+    });
+
+  it("uses an assertion once: a replay is invalid_client", async () => {
+    const { client, key } = await keyClient();
+    const once = await assertion(client, key);
+    expect((await post("/token", withAssertion(once, { grant_type: "client_credentials" }))).status).toBe(200);
+    await expectError(
+      await post("/token", withAssertion(once, { grant_type: "client_credentials" })),
+      401,
+      "invalid_client",
+    );
+  });
+
+  it("refuses a wrong key, another client's identity, a wrong audience, an expired or too long-lived assertion, no jti", async () => {
+    const { client, key } = await keyClient();
+    const other = await keyClient();
+    const stranger = await keyPair("ES256");
+    const bad = [
+      await assertion(client, stranger), // a key the client did not register
+      await assertion(other.client, key), // signed with client's key, claims to be the other client
+      await assertion(client, key, { aud: "https://elsewhere.example" }),
+      await assertion(client, key, {}, -10), // expired
+      await assertion(client, key, {}, 3600), // would have to be remembered an hour
+      await new SignJWT({})
+        .setProtectedHeader({ alg: "ES256", kid: key.jwk.kid })
+        .setIssuer(client.client_id)
+        .setSubject(client.client_id)
+        .setAudience(ISSUER)
+        .setExpirationTime("1m")
+        .sign(key.privateKey), // no jti
+      "not-a-jwt",
+    ];
+    for (const value of bad)
+      await expectError(
+        await post("/token", withAssertion(value, { grant_type: "client_credentials" })),
+        401,
+        "invalid_client",
+      );
+    // A key client cannot fall back to a secret, and an assertion cannot come with one.
+    await expectError(
+      await post("/token", { grant_type: "client_credentials", client_id: client.client_id, client_secret: "kws_x" }),
+      401,
+      "invalid_client",
+    );
+    await expectError(
+      await post(
+        "/token",
+        withAssertion(await assertion(client, key), { grant_type: "client_credentials", client_secret: "kws_x" }),
+      ),
+      400,
+      "invalid_request",
+    );
+    await expectError(
+      await post("/token", {
+        grant_type: "client_credentials",
+        client_assertion_type: "urn:other",
+        client_assertion: "x",
+      }),
+      400,
+      "invalid_request",
+    );
+  });
+});
