@@ -1,4 +1,13 @@
-import type { RedeemCode, RedeemResult } from "./contract";
+import type {
+  DecideDevice,
+  DeviceLogin,
+  DeviceView,
+  PollDevice,
+  PollResult,
+  RedeemCode,
+  RedeemResult,
+  StartDevice,
+} from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -20,11 +29,136 @@ export class AuthCodeStore extends ShardStore {
       "CREATE INDEX IF NOT EXISTS spent_codes_exp ON spent_codes(expires_at)",
       // Codes were stored whole before they carried their grant sealed; nothing reads this table.
       "DROP TABLE IF EXISTS codes",
+      // Device authorization requests (RFC 8628): one row from the device's request to its tokens.
+      `CREATE TABLE IF NOT EXISTS device_grants (
+        device_hash TEXT PRIMARY KEY,
+        user_code TEXT NOT NULL UNIQUE,
+        client_id TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        status TEXT NOT NULL,
+        interval_ms INTEGER NOT NULL,
+        last_poll_at INTEGER NOT NULL DEFAULT 0,
+        login TEXT,
+        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
+      "CREATE INDEX IF NOT EXISTS device_grants_exp ON device_grants(expires_at)",
+      // Wrong user codes typed on this shard, per minute: the bound on guessing them (RFC 8628 §5.1).
+      `CREATE TABLE IF NOT EXISTS user_code_failures (
+        minute INTEGER PRIMARY KEY,
+        n INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL)`,
+      "CREATE INDEX IF NOT EXISTS user_code_failures_exp ON user_code_failures(expires_at)",
     ];
   }
 
   protected expiringTables(): string[] {
-    return ["spent_codes"];
+    return ["spent_codes", "device_grants", "user_code_failures"];
+  }
+
+  /** Wrong user codes this shard takes in a minute before it refuses every lookup until the next one. */
+  static readonly USER_CODE_FAILURES_PER_MINUTE = 60;
+
+  /** Records a device's request (RFC 8628 §3.2); false when the user code is taken (the Worker draws another). */
+  async startDevice(a: StartDevice): Promise<boolean> {
+    const cur = this.sql.exec(
+      `INSERT INTO device_grants (device_hash, user_code, client_id, scope, status, interval_ms, expires_at)
+       VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING`,
+      a.deviceHash,
+      a.userCode,
+      a.clientId,
+      a.scope,
+      a.intervalMs,
+      a.expiresAt,
+    );
+    if (cur.rowsWritten === 0) return false;
+    await this.expireAt(a.expiresAt);
+    return true;
+  }
+
+  /**
+   * The pending request a person's user code names (RFC 8628 §3.3). A code that names none counts
+   * against the shard's minute; past the bound, every lookup here is refused until the minute ends.
+   */
+  async findDevice(userCode: string, now: number): Promise<DeviceView> {
+    const minute = Math.floor(now / 60_000);
+    const failures =
+      this.sql.exec<{ n: number }>("SELECT n FROM user_code_failures WHERE minute = ?", minute).toArray()[0]?.n ?? 0;
+    if (failures >= AuthCodeStore.USER_CODE_FAILURES_PER_MINUTE)
+      return { status: "throttled", retry_after: Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000)) };
+    const row = this.sql
+      .exec<{ client_id: string; scope: string; expires_at: number }>(
+        "SELECT client_id, scope, expires_at FROM device_grants WHERE user_code = ? AND status = 'pending' AND expires_at > ?",
+        userCode,
+        now,
+      )
+      .toArray()[0];
+    if (row) return { status: "pending", ...row };
+    const expiresAt = (minute + 2) * 60_000;
+    this.sql.exec(
+      `INSERT INTO user_code_failures (minute, n, expires_at) VALUES (?, 1, ?)
+       ON CONFLICT(minute) DO UPDATE SET n = n + 1`,
+      minute,
+      expiresAt,
+    );
+    await this.expireAt(expiresAt);
+    return { status: "unknown" };
+  }
+
+  /** The person approves (with their login) or denies the pending request; false when none is pending. */
+  decideDevice(a: DecideDevice): boolean {
+    const cur = this.sql.exec(
+      `UPDATE device_grants SET status = ?, login = ? WHERE user_code = ? AND status = 'pending' AND expires_at > ?`,
+      a.approvedBy ? "approved" : "denied",
+      a.approvedBy ? JSON.stringify(a.approvedBy) : null,
+      a.userCode,
+      a.now,
+    );
+    return cur.rowsWritten > 0;
+  }
+
+  /**
+   * One poll of the token endpoint (RFC 8628 §3.4, §3.5). Polling sooner than the interval answers
+   * `slow_down` and adds 5 s to it; an approved request answers `approved` once, then the row is spent
+   * (`invalid` after); a denied one answers `denied` once and goes.
+   */
+  pollDevice(a: PollDevice): PollResult {
+    return this.ctx.storage.transactionSync((): PollResult => {
+      const row = this.sql
+        .exec<{
+          client_id: string;
+          scope: string;
+          status: string;
+          interval_ms: number;
+          last_poll_at: number;
+          login: string | null;
+          expires_at: number;
+        }>(
+          "SELECT client_id, scope, status, interval_ms, last_poll_at, login, expires_at FROM device_grants WHERE device_hash = ?",
+          a.deviceHash,
+        )
+        .toArray()[0];
+      if (!row || row.client_id !== a.clientId || row.status === "issued") return { status: "invalid" };
+      if (row.expires_at <= a.now) return { status: "expired" };
+      if (row.status === "denied") {
+        this.sql.exec("DELETE FROM device_grants WHERE device_hash = ?", a.deviceHash);
+        return { status: "denied" };
+      }
+      if (row.status === "approved") {
+        this.sql.exec("UPDATE device_grants SET status = 'issued', login = NULL WHERE device_hash = ?", a.deviceHash);
+        return { status: "approved", login: JSON.parse(row.login as string) as DeviceLogin, scope: row.scope };
+      }
+      if (a.now - row.last_poll_at < row.interval_ms) {
+        const interval = row.interval_ms + 5_000;
+        this.sql.exec(
+          "UPDATE device_grants SET interval_ms = ?, last_poll_at = ? WHERE device_hash = ?",
+          interval,
+          a.now,
+          a.deviceHash,
+        );
+        return { status: "slow_down", interval_ms: interval };
+      }
+      this.sql.exec("UPDATE device_grants SET last_poll_at = ? WHERE device_hash = ?", a.now, a.deviceHash);
+      return { status: "pending" };
+    });
   }
 
   /**

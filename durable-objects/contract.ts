@@ -42,6 +42,7 @@ export const AUDIT_KINDS = [
   "logout",
   "admin_change",
   "key_rotation",
+  "device_decision",
 ] as const;
 
 export type AuditKind = (typeof AUDIT_KINDS)[number];
@@ -71,6 +72,8 @@ export interface AuthRequest {
   response_mode?: string;
   max_age?: number;
   prompt?: string;
+  /** A login for a device's request (RFC 8628): it ends on the device page, not at a redirect URI. */
+  device_user_code?: string;
 }
 
 export interface SessionInfo {
@@ -168,6 +171,55 @@ export interface RedeemCode {
 }
 
 export type RedeemResult = { status: "ok" } | { status: "reused"; grant_id: string; sid: string } | { status: "spent" };
+
+// ---- AuthCodeStore, device grants (RFC 8628): a device's request, waiting for a person's decision.
+
+/** Who approved a device: the login of the person who entered its user code. */
+export interface DeviceLogin {
+  sub: string;
+  email: string;
+  sid: string;
+  auth_time: number;
+}
+
+export interface StartDevice {
+  /** SHA-256 of the device_code. */
+  deviceHash: string;
+  /** The user code, normalized (8 letters, no hyphen). */
+  userCode: string;
+  clientId: string;
+  scope: string;
+  intervalMs: number;
+  expiresAt: number;
+}
+
+/** A pending request as the verification page shows it; `throttled` when the shard has seen too many wrong codes. */
+export type DeviceView =
+  | { status: "pending"; client_id: string; scope: string; expires_at: number }
+  | { status: "unknown" }
+  | { status: "throttled"; retry_after: number };
+
+export interface DecideDevice {
+  userCode: string;
+  /** The person's login when they approve; absent when they deny. */
+  approvedBy: DeviceLogin | null;
+  now: number;
+}
+
+export interface PollDevice {
+  deviceHash: string;
+  clientId: string;
+  now: number;
+}
+
+/** RFC 8628 §3.5: what a poll of the token endpoint learns. `approved` is answered once. */
+export type PollResult =
+  | { status: "pending" }
+  | { status: "slow_down"; interval_ms: number }
+  | { status: "denied" }
+  | { status: "expired" }
+  | { status: "approved"; login: DeviceLogin; scope: string }
+  | { status: "invalid" };
 
 // ---- RefreshTokenRotator: one refresh family per login.
 

@@ -6,6 +6,7 @@ export type WorkerName = "op-auth" | "op-token" | "op-mgmt";
 
 export function workerFor(pathname: string): WorkerName {
   if (pathname.startsWith("/admin/")) return "op-mgmt";
-  if (["/token", "/userinfo", "/revoke", "/introspect", "/jwks.json"].includes(pathname)) return "op-token";
+  if (["/token", "/userinfo", "/revoke", "/introspect", "/jwks.json", "/device_authorization"].includes(pathname))
+    return "op-token";
   return "op-auth";
 }

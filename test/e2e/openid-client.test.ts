@@ -1,6 +1,6 @@
 import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support.js";
+import { CookieJar, type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support.js";
 
 /** End to end over real HTTP, driven by a certified RP library (openid-client 6). */
 
@@ -105,5 +105,44 @@ describe("openid-client against the npm start runtime", () => {
     expect(introspection).toMatchObject({ active: true, client_id: registered.client_id, sub: registered.client_id });
     await oidc.tokenRevocation(config, tokens.access_token);
     expect((await oidc.tokenIntrospection(config, tokens.access_token)).active).toBe(false);
+  });
+
+  it("signs a device in with the device authorization grant: the device polls while a person allows it", async () => {
+    const registered = await registerE2EClient(stack, {
+      client_name: "openid-client device e2e",
+      token_endpoint_auth_method: "none",
+      grant_types: ["urn:ietf:params:oauth:grant-type:device_code", "refresh_token"],
+      scope: "openid email offline_access",
+    });
+    const config = await oidc.discovery(new URL(stack.url), registered.client_id, undefined, oidc.None(), {
+      execute: [oidc.allowInsecureRequests],
+    });
+    const device = await oidc.initiateDeviceAuthorization(config, { scope: "openid email offline_access" });
+    expect(device.user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/);
+
+    // The person, in a browser: the verification page, a sign-in by emailed code, then Allow.
+    const browser = new CookieJar();
+    const email = `e2e.device.${Date.now().toString(36)}@example.com`;
+    const page = await browser.fetch(device.verification_uri_complete as string);
+    const tx = /name="tx" value="([^"]+)"/.exec(await page.text())?.[1] as string;
+    expect((await browser.postJson(`${stack.url}/email-code/generate`, { tx, email })).status).toBe(200);
+    const mailbox = await fetch(`${stack.url}/__dev/mailbox/${encodeURIComponent(email)}`);
+    const code = ((await mailbox.json()) as { messages: { code: string }[] }).messages[0]?.code;
+    const verify = await browser.postJson(`${stack.url}/email-code/verify`, { tx, email, code });
+    const { redirect_to } = (await verify.json()) as { redirect_to: string };
+    const back = await browser.fetch(redirect_to);
+    const consent = await browser.fetch(new URL(back.headers.get("location") as string, stack.url));
+    expect(await consent.text()).toContain("openid-client device e2e");
+    const allow = await browser.fetch(`${stack.url}/device/decision`, {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: stack.url },
+      body: new URLSearchParams({ user_code: device.user_code, decision: "approve" }),
+    });
+    expect(allow.status).toBe(200);
+
+    // The device's library polls at the interval it was given until the tokens come.
+    const tokens = await oidc.pollDeviceAuthorizationGrant(config, device);
+    expect(tokens.claims()).toMatchObject({ aud: registered.client_id, email });
+    expect(tokens.refresh_token).toBeTruthy();
   });
 });

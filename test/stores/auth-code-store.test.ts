@@ -87,3 +87,64 @@ describe("AuthCodeStore", () => {
     expect(await sql(s, "SELECT code_hash FROM spent_codes")).toEqual([{ code_hash: "live" }]);
   });
 });
+
+describe("AuthCodeStore: device grants (RFC 8628)", () => {
+  const start = (s: ReturnType<typeof fresh>, userCode: string, deviceHash = `dh-${++n}`) =>
+    s.startDevice({
+      deviceHash,
+      userCode,
+      clientId: "kwc_tv",
+      scope: "openid",
+      intervalMs: 5_000,
+      expiresAt: T0 + 600_000,
+    });
+
+  it("refuses a user code already pending, and finds a pending one until it expires", async () => {
+    const s = fresh();
+    expect(await start(s, "BCDFGHJK")).toBe(true);
+    expect(await start(s, "BCDFGHJK")).toBe(false);
+    expect(await s.findDevice("BCDFGHJK", T0)).toMatchObject({
+      status: "pending",
+      client_id: "kwc_tv",
+      scope: "openid",
+    });
+    expect(await s.findDevice("BCDFGHJK", T0 + 600_000)).toEqual({ status: "unknown" });
+  });
+
+  it("bounds guessing: 60 wrong codes in a minute refuse every lookup on the shard until the next minute", async () => {
+    const s = fresh();
+    await start(s, "BCDFGHJK");
+    const minute = Math.floor(T0 / 60_000) * 60_000;
+    for (let i = 0; i < 60; i++)
+      expect((await s.findDevice(`ZZZZZZ${String.fromCharCode(66 + (i % 20))}B`, minute + i)).status).toBe("unknown");
+    // Even the right code is refused now: the bound is on the shard, not on the guesser.
+    expect(await s.findDevice("BCDFGHJK", minute + 100)).toEqual({ status: "throttled", retry_after: 60 });
+    expect((await s.findDevice("BCDFGHJK", minute + 60_000)).status).toBe("pending");
+  });
+
+  it("decides once, answers approved once, then nothing", async () => {
+    const s = fresh();
+    await start(s, "CDFGHJKL", "dh-approve");
+    const login = { sub: "usr_1", email: "a@example.com", sid: "sid_0_0_x", auth_time: T0 / 1000 };
+    expect(await s.pollDevice({ deviceHash: "dh-approve", clientId: "kwc_tv", now: T0 })).toEqual({
+      status: "pending",
+    });
+    expect(await s.decideDevice({ userCode: "CDFGHJKL", approvedBy: login, now: T0 })).toBe(true);
+    expect(await s.decideDevice({ userCode: "CDFGHJKL", approvedBy: null, now: T0 })).toBe(false);
+    expect(await s.pollDevice({ deviceHash: "dh-approve", clientId: "kwc_other", now: T0 + 10_000 })).toEqual({
+      status: "invalid",
+    });
+    expect(await s.pollDevice({ deviceHash: "dh-approve", clientId: "kwc_tv", now: T0 + 10_000 })).toEqual({
+      status: "approved",
+      login,
+      scope: "openid",
+    });
+    expect(await s.pollDevice({ deviceHash: "dh-approve", clientId: "kwc_tv", now: T0 + 20_000 })).toEqual({
+      status: "invalid",
+    });
+    // The login is not kept once the tokens are issued.
+    expect(await sql(s, "SELECT status, login FROM device_grants WHERE device_hash = ?", "dh-approve")).toEqual([
+      { status: "issued", login: null },
+    ]);
+  });
+});

@@ -96,6 +96,9 @@ const policySchema = z
     /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
     body_deadline_seconds: z.number().int().min(1).max(60).default(10),
     login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
+    /** RFC 8628: how long a device's request waits for a person (`expires_in`), and its first polling `interval`. */
+    device_code_ttl_seconds: z.number().int().min(60).max(1800).default(600),
+    device_poll_interval_seconds: z.number().int().min(1).max(60).default(5),
     code_ttl_seconds: z.number().int().min(10).max(600).default(60),
     session_ttl_seconds: z
       .number()

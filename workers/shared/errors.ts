@@ -19,6 +19,8 @@ export type OAuthErrorCode =
   | "too_many_attempts"
   | "too_many_requests"
   | "slow_down"
+  | "authorization_pending"
+  | "expired_token"
   | "not_found"
   | "method_not_allowed"
   | "conflict"
@@ -45,6 +47,9 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   too_many_attempts: 429,
   too_many_requests: 429,
   slow_down: 429,
+  // RFC 8628 §3.5: the token endpoint's answers to a device that polls; all 400 there.
+  authorization_pending: 400,
+  expired_token: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,

@@ -34,6 +34,7 @@ export const ID_PREFIX = {
   grant: "gr",
   sid: "sid",
   jti: "at",
+  device: "dc",
 } as const;
 export type IdKind = keyof typeof ID_PREFIX;
 
@@ -46,6 +47,7 @@ export const ID_STORE: Record<IdKind, StoreName> = {
   grant: "refresh",
   sid: "revocation",
   jti: "revocation",
+  device: "code",
 };
 
 export function fnv1a(input: string): number {

@@ -152,9 +152,11 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
       "Sign-in expired",
       "This sign-in is no longer valid, or was already used. Start again from the application.",
     );
-  return redirectWithCode(config, login.request, login.session, {
-    "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config.secureCookies), config.secureCookies),
-  });
+  const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config.secureCookies), config.secureCookies) };
+  // A login for a device's request (RFC 8628) goes back to the device page, now signed in.
+  if (login.request.device_user_code)
+    return redirect(`/device?user_code=${encodeURIComponent(login.request.device_user_code)}`, clearTx);
+  return redirectWithCode(config, login.request, login.session, clearTx);
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
+import { DEVICE_GRANT } from "../../shared/device";
 import { SUPPORTED_SCOPES } from "./authorize-request";
 
 /** OpenID Connect Discovery 1.0 §3. Every value here is true of the running server. */
@@ -16,7 +17,8 @@ export function discovery(c: Context<AppEnv>): Response {
     end_session_endpoint: `${issuer}/logout`,
     response_types_supported: ["code"],
     response_modes_supported: ["query"],
-    grant_types_supported: ["authorization_code", "refresh_token", "client_credentials"],
+    grant_types_supported: ["authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT],
+    device_authorization_endpoint: `${issuer}/device_authorization`,
     subject_types_supported: ["public"],
     id_token_signing_alg_values_supported: ["RS256", "ES256"],
     userinfo_signing_alg_values_supported: [],

@@ -1,6 +1,7 @@
 import { createApp, methodNotAllowed } from "../../shared/app";
 import { authorize } from "./authorize";
 import { devMailbox } from "./dev-mailbox";
+import { deviceDecision, devicePage } from "./device";
 import { discovery } from "./discovery";
 import { generateCode, verifyCode } from "./email-code";
 import { logout } from "./logout";
@@ -14,6 +15,9 @@ app.post("/email-code/generate", generateCode);
 app.post("/email-code/verify", verifyCode);
 app.all("/email-code/*", () => methodNotAllowed("POST"));
 app.on(["GET", "POST"], "/logout", logout);
+app.on(["GET", "POST"], "/device", devicePage);
+app.post("/device/decision", deviceDecision);
+app.all("/device/decision", () => methodNotAllowed("POST"));
 app.get("/__dev/mailbox/:email", devMailbox);
 
 export default app;

@@ -109,3 +109,42 @@ export function confirmLogoutPage(fields: Record<string, string>, headers?: Reco
 <form method="post" action="/logout">${hidden}<button type="submit">Sign out</button></form>`,
   });
 }
+
+/** RFC 8628 §3.3: where a person types the code their device shows. */
+export function deviceCodePage(o: { issuerName: string; userCode?: string; error?: string; status?: number }) {
+  return page({
+    title: `Connect a device · ${o.issuerName}`,
+    status: o.status,
+    body: `<h1>Connect a device</h1><p>Enter the code your device shows.</p>${errorBlock(o.error)}
+<form method="post" action="/device">
+<label for="user_code">Code</label>
+<input id="user_code" class="code" name="user_code" autocomplete="off" autocapitalize="characters" maxlength="9" required autofocus${
+      o.userCode ? ` value="${escapeHtml(o.userCode)}"` : ""
+    }>
+<button type="submit">Continue</button></form>`,
+  });
+}
+
+/**
+ * RFC 8628 §5.4: the person sees which application asks, for what, as whom, and decides. The form
+ * posts same-origin only (the session cookie is SameSite=Lax, and the decision checks Origin).
+ */
+export function deviceConsentPage(o: {
+  issuerName: string;
+  clientName: string;
+  scope: string;
+  email: string;
+  userCode: string;
+}) {
+  const code = escapeHtml(o.userCode);
+  return page({
+    title: `Connect a device · ${o.issuerName}`,
+    body: `<h1>Connect ${escapeHtml(o.clientName)}?</h1>
+<p>A device showing <strong>${code}</strong> asks to sign in as <strong>${escapeHtml(o.email)}</strong>
+with access to: ${escapeHtml(o.scope)}.</p><p class="muted">Only allow it if you started this on your own device.</p>
+<form method="post" action="/device/decision"><input type="hidden" name="user_code" value="${code}">
+<input type="hidden" name="decision" value="approve"><button type="submit">Allow</button></form>
+<form method="post" action="/device/decision"><input type="hidden" name="user_code" value="${code}">
+<input type="hidden" name="decision" value="deny"><button type="submit" style="background:#6b7280">Deny</button></form>`,
+  });
+}

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
 import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/clients";
 import { randomToken } from "../../shared/crypto";
+import { DEVICE_GRANT } from "../../shared/device";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { askPeers } from "../../shared/isolate";
@@ -34,7 +35,7 @@ const clientFields = {
   redirect_uris: z.array(redirectUri).max(50),
   post_logout_redirect_uris: z.array(redirectUri).max(50),
   token_endpoint_auth_method: z.enum(["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]),
-  grant_types: z.array(z.enum(["authorization_code", "refresh_token", "client_credentials"])).min(1),
+  grant_types: z.array(z.enum(["authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT])).min(1),
   scope: z
     .string()
     .max(2000)
@@ -62,12 +63,15 @@ export function registrationProblems(c: ClientShape): string[] {
   const problems: string[] = [];
   const scopes = c.scope.split(" ");
   const login = c.grant_types.includes("authorization_code");
+  // A device (RFC 8628) signs a person in too, with no redirect URI of its own.
+  const device = c.grant_types.includes(DEVICE_GRANT);
   if (c.grant_types.includes("client_credentials") && c.token_endpoint_auth_method === "none")
     problems.push("client_credentials needs a confidential client (a secret), not token_endpoint_auth_method none");
   if ((c.token_endpoint_auth_method === "private_key_jwt") !== (c.jwks !== undefined && c.jwks !== null))
     problems.push("jwks goes with token_endpoint_auth_method private_key_jwt, and only with it");
-  if (c.grant_types.includes("refresh_token") && !login)
-    problems.push("refresh_token comes only with authorization_code");
+  if (c.grant_types.includes("refresh_token") && !login && !device)
+    problems.push("refresh_token comes only with authorization_code or the device code grant");
+  if (device && !scopes.includes("openid")) problems.push("scope must include openid for the device code grant");
   if (login && c.redirect_uris.length === 0) problems.push("redirect_uris: at least one for authorization_code");
   if (login && !scopes.includes("openid")) problems.push("scope must include openid for authorization_code");
   const api = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
@@ -95,7 +99,9 @@ export const createSchema = z
   // A login client's default scope is every OIDC scope; a machine client names its own.
   .transform((v) => ({
     ...v,
-    scope: v.scope ?? (v.grant_types.includes("authorization_code") ? SCOPES.join(" ") : ""),
+    scope:
+      v.scope ??
+      (v.grant_types.includes("authorization_code") || v.grant_types.includes(DEVICE_GRANT) ? SCOPES.join(" ") : ""),
   }))
   .superRefine(checked);
 

@@ -1,5 +1,6 @@
 import { createApp, methodNotAllowed } from "../../shared/app";
 import { cors } from "./cors";
+import { deviceAuthorization } from "./device-authorization";
 import { introspect } from "./introspect";
 import { jwks, jwksPreflight } from "./jwks";
 import { revoke } from "./revoke";
@@ -15,6 +16,9 @@ app.use("/token", cors("POST"));
 app.use("/revoke", cors("POST"));
 app.use("/introspect", cors("POST"));
 app.use("/userinfo", cors("GET, POST"));
+app.use("/device_authorization", cors("POST"));
+app.post("/device_authorization", deviceAuthorization);
+app.all("/device_authorization", () => methodNotAllowed("POST"));
 app.post("/token", token);
 app.all("/token", () => methodNotAllowed("POST"));
 app.on(["GET", "POST"], "/userinfo", userinfo);

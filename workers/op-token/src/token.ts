@@ -6,6 +6,7 @@ import { openCode } from "../../shared/auth-code";
 import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { base64url, randomToken, seal, sha256, timingSafeEqualString, unseal } from "../../shared/crypto";
+import { DEVICE_GRANT } from "../../shared/device";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
@@ -20,7 +21,7 @@ import { buildTokenResponse, type IssuePlan } from "./issue";
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const invalidGrant = (description: string) => new OAuthError("invalid_grant", description);
 
-const GRANT_TYPES = new Set(["authorization_code", "refresh_token", "client_credentials"]);
+const GRANT_TYPES = new Set(["authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT]);
 
 /** POST /token (RFC 6749 §3.2): authorization_code with PKCE, refresh_token with rotation, client_credentials. */
 export async function token(c: Context<AppEnv>): Promise<Response> {
@@ -42,6 +43,12 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     const body = await redeemCode(c, config, client, form, issued);
     return json(body, 200, NO_STORE);
   }
+  if (grantType === DEVICE_GRANT) {
+    admitNewWork(c);
+    const body = await deviceCode(c.env, config, client, form);
+    audit(c, { ...issued, user: subjectOf(body) });
+    return json(body, 200, NO_STORE);
+  }
   if (grantType === "client_credentials") {
     admitNewWork(c);
     const body = await clientCredentials(c.env, config, client, form);
@@ -51,6 +58,75 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
   const body = await refresh(c.env, config, client, form);
   audit(c, { ...issued, user: subjectOf(body) });
   return json(body, 200, NO_STORE);
+}
+
+/**
+ * The device_code grant (RFC 8628 §3.4, §3.5): one poll. Until the person decides, the answer is
+ * `authorization_pending` (or `slow_down`, polling faster than the interval, which then grows by 5 s);
+ * a denial is `access_denied`, an expired request `expired_token`; an approval gives tokens once, as a
+ * code would: the approving login must still stand, and `offline_access` starts a refresh family.
+ */
+async function deviceCode(env: Env, config: Config, client: Client, form: Record<string, string>) {
+  if (!form.device_code) throw new OAuthError("invalid_request", "device_code is required");
+  const parsed = parseId(config, "device", form.device_code);
+  if (!parsed) throw invalidGrant("the device_code is invalid");
+  const now = Date.now();
+  const poll = await shard(env, "code", parsed.ref).pollDevice({
+    deviceHash: await sha256(parsed.id),
+    clientId: client.client_id,
+    now,
+  });
+  switch (poll.status) {
+    case "pending":
+      throw new OAuthError("authorization_pending", "the person has not decided yet");
+    case "slow_down":
+      throw new OAuthError("slow_down", `poll at most every ${poll.interval_ms / 1000} s`, { status: 400 });
+    case "denied":
+      throw new OAuthError("access_denied", "the person denied the request", { status: 400 });
+    case "expired":
+      throw new OAuthError("expired_token", "the device_code has expired");
+    case "invalid":
+      throw invalidGrant("the device_code is invalid or was used");
+  }
+  const { login, scope } = poll;
+  const { id: grantId, ref: familyRef } = issueId(config, "grant");
+  const plan: IssuePlan = {
+    grant: {
+      client_id: client.client_id,
+      sub: login.sub,
+      email: login.email,
+      sid: login.sid,
+      scope,
+      auth_time: login.auth_time,
+    },
+    grantId,
+    scope,
+    jti: newJti(config, login.sid),
+    iat: Math.floor(now / 1000),
+  };
+  let family: Promise<void> | undefined;
+  if (scope.split(" ").includes("offline_access")) {
+    const refreshToken = `${grantId}.${randomToken(32)}`;
+    plan.refreshToken = refreshToken;
+    family = Promise.all([sha256(grantId), sha256(refreshToken)]).then(([familyHash, tokenHash]) =>
+      shard(env, "refresh", familyRef).createFamily(
+        familyHash,
+        tokenHash,
+        plan.grant,
+        now,
+        now + config.POLICY.refresh_token_ttl_seconds * 1000,
+      ),
+    );
+  }
+  const sidRef = parseId(config, "sid", login.sid);
+  const [ended] = await Promise.all([
+    sidRef
+      ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: login.sid, sub: login.sub, authTime: login.auth_time })
+      : true,
+    family,
+  ]);
+  if (ended) throw invalidGrant("the login that approved the device has ended");
+  return buildTokenResponse(env, config, client, plan);
 }
 
 /** The OIDC scopes are a person's; a client acting as itself is given only the API scopes it holds. */

@@ -1,0 +1,141 @@
+import type { Context } from "hono";
+import type { DeviceView } from "../../../durable-objects/contract";
+import type { AppEnv } from "../../shared/app";
+import { audit } from "../../shared/audit";
+import { findClient } from "../../shared/clients";
+import { deviceShardsToTry, formatUserCode, normalizeUserCode } from "../../shared/device";
+import { cookieName, isForm, parseForm, readBodyText, setCookie } from "../../shared/http";
+import type { ShardRef } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
+import { isRevoked } from "../../shared/tokens";
+import { findUser, userStillValid } from "../../shared/users";
+import { takeIpQuota } from "./ip-quota";
+import { deviceCodePage, deviceConsentPage, emailStep, errorPage, messagePage } from "./login-page";
+import { beginLoginTx } from "./login-tx";
+import { type BrowserSession, currentSession, TX_COOKIE } from "./sessions";
+
+/**
+ * The verification page of the device authorization grant (RFC 8628 §3.3): `GET /device` (with
+ * `?user_code=` from `verification_uri_complete`) and `POST /device`. A code that names a pending
+ * request leads to the consent page, after a sign-in with an emailed code when the browser has no
+ * live session (the login's `redirect_to` comes back here). Lookups are limited per address (the
+ * Rate Limiting binding) and per shard and minute (the store), so user codes cannot be guessed.
+ */
+export async function devicePage(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  let typed: string | undefined;
+  if (c.req.method === "POST") {
+    if (!isForm(c.req.raw)) return errorPage("Invalid request", "The form must be form encoded.");
+    typed = parseForm(await readBodyText(c.req.raw)).user_code;
+  } else typed = c.req.query("user_code");
+  if (typed === undefined || typed === "") return deviceCodePage({ issuerName: config.ISSUER_NAME });
+  const userCode = normalizeUserCode(typed);
+  if (!userCode)
+    return deviceCodePage({
+      issuerName: config.ISSUER_NAME,
+      userCode: typed,
+      error: "That is not a device code.",
+      status: 400,
+    });
+  await takeIpQuota(c, "verify");
+  const found = await findPending(c, userCode);
+  if (found.view.status === "throttled")
+    return errorPage("Too many attempts", "Too many wrong codes were tried. Wait a minute and try again.", 429, {
+      "Retry-After": String(found.view.retry_after),
+    });
+  if (found.view.status !== "pending")
+    return deviceCodePage({
+      issuerName: config.ISSUER_NAME,
+      userCode: formatUserCode(userCode),
+      error: "That code is not valid, or has expired. Check your device.",
+      status: 400,
+    });
+  const client = await findClient(c.env, config, found.view.client_id);
+  if (!client) return errorPage("Unknown application", "The application that asked is no longer registered.");
+  const session = await liveSession(c, config);
+  if (session)
+    return deviceConsentPage({
+      issuerName: config.ISSUER_NAME,
+      clientName: client.client_name,
+      scope: found.view.scope,
+      email: session.email,
+      userCode: formatUserCode(userCode),
+    });
+  // Sign in first; the verified login comes back to this page with the code (authorize.ts).
+  const now = Date.now();
+  const { tx, id } = await beginLoginTx(
+    config,
+    {
+      client_id: client.client_id,
+      redirect_uri: "",
+      scope: found.view.scope,
+      code_challenge: "",
+      device_user_code: userCode,
+    },
+    now,
+  );
+  const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), id, {
+    secure: config.secureCookies,
+    maxAge: config.POLICY.login_tx_ttl_seconds,
+  });
+  return emailStep({ issuerName: config.ISSUER_NAME, tx, headers: { "Set-Cookie": cookie } });
+}
+
+/** `POST /device/decision`: the person allows or denies, from the consent page, signed in. */
+export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
+  const config = c.get("config");
+  // A cross-site form cannot carry the SameSite=Lax session cookie; a foreign Origin is refused as well.
+  const origin = c.req.header("origin");
+  if (origin !== undefined && origin !== new URL(config.ISSUER).origin)
+    return errorPage("Invalid request", "This decision must come from Keyway's own page.", 403);
+  if (!isForm(c.req.raw)) return errorPage("Invalid request", "The form must be form encoded.");
+  const form = parseForm(await readBodyText(c.req.raw));
+  const userCode = normalizeUserCode(form.user_code);
+  if (!userCode || (form.decision !== "approve" && form.decision !== "deny"))
+    return errorPage("Invalid request", "The decision is incomplete.");
+  const session = await liveSession(c, config);
+  if (!session) return errorPage("Signed out", "Your sign-in has ended. Enter the device code again.");
+  await takeIpQuota(c, "verify");
+  const found = await findPending(c, userCode);
+  if (found.view.status !== "pending" || !found.ref)
+    return errorPage("Code expired", "That code is not valid any more. Start again on your device.");
+  const approve = form.decision === "approve";
+  const decided = await shard(c.env, "code", found.ref).decideDevice({
+    userCode,
+    approvedBy: approve
+      ? { sub: session.sub, email: session.email, sid: session.sid, auth_time: session.auth_time }
+      : null,
+    now: Date.now(),
+  });
+  if (!decided) return errorPage("Code expired", "That code is not valid any more. Start again on your device.");
+  audit(c, {
+    kind: "device_decision",
+    user: session.sub,
+    client: found.view.client_id,
+    detail: { approved: approve },
+  });
+  return approve
+    ? messagePage("Device connected", "You can return to your device now.")
+    : messagePage("Request denied", "The device was not signed in. You can close this page.");
+}
+
+async function findPending(c: Context<AppEnv>, userCode: string): Promise<{ view: DeviceView; ref?: ShardRef }> {
+  const now = Date.now();
+  let view: DeviceView = { status: "unknown" };
+  for (const ref of deviceShardsToTry(c.get("config"), userCode)) {
+    view = await shard(c.env, "code", ref).findDevice(userCode, now);
+    if (view.status !== "unknown") return { view, ref };
+  }
+  return { view };
+}
+
+/** The browser's session, if live and its user neither revoked nor deleted since it began. */
+async function liveSession(c: Context<AppEnv>, config: AppEnv["Variables"]["config"]): Promise<BrowserSession | null> {
+  const session = await currentSession(c.env, config, c.req.raw);
+  if (!session) return null;
+  const [user, revoked] = await Promise.all([
+    findUser(c.env, session.sub),
+    isRevoked(c.env, config, { sid: session.sid }),
+  ]);
+  return !revoked && userStillValid(user, session.auth_time) ? session : null;
+}

@@ -1,0 +1,55 @@
+import type { Config } from "./config";
+import { currentGeneration, routeKey, routeKeyIn, type ShardRef } from "./sharding";
+
+/** RFC 8628 §3.4: the grant type a device polls the token endpoint with. */
+export const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
+
+/**
+ * User codes (RFC 8628 §6.1): 8 letters from 20 consonants (no vowels, so no words; no I or O to
+ * mistake for 1 or 0), about 34.6 bits; shown as XXXX-XXXX and read back case-insensitively with or
+ * without the hyphen. Guessing is bounded per address (the Rate Limiting binding) and per shard and
+ * minute (the AuthCodeStore), docs/security.md.
+ */
+const ALPHABET = "BCDFGHJKLMNPQRSTVWXZ";
+const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{8}$/;
+
+export function newUserCode(): string {
+  let code = "";
+  while (code.length < 8) {
+    for (const byte of crypto.getRandomValues(new Uint8Array(16))) {
+      // 240 is the largest multiple of 20 under 256: rejecting above it keeps every letter equally likely.
+      if (byte < 240 && code.length < 8) code += ALPHABET[byte % 20];
+    }
+  }
+  return code;
+}
+
+/** The normalized code a person typed, or null when it cannot be one. */
+export function normalizeUserCode(input: unknown): string | null {
+  if (typeof input !== "string" || input.length > 32) return null;
+  const code = input.toUpperCase().replace(/[\s-]/g, "");
+  return USER_CODE.test(code) ? code : null;
+}
+
+export const formatUserCode = (code: string) => `${code.slice(0, 4)}-${code.slice(4)}`;
+
+/**
+ * Where a user code's request lives: the AuthCodeStore shard its code hashes to in the generation it
+ * was issued in. The device_code is placed on the same shard, so both find the same row.
+ */
+export function deviceShard(config: Config, userCode: string): ShardRef {
+  return routeKey(config.SHARDS, "code", userCode);
+}
+
+/**
+ * The shards a typed user code may live on: the generation codes are issued into now, then the one
+ * before (a request lives minutes, so no older generation can hold a live one).
+ */
+export function deviceShardsToTry(config: Config, userCode: string): ShardRef[] {
+  const refs: ShardRef[] = [];
+  for (let gen = currentGeneration(config.SHARDS, "code"); gen >= 0 && refs.length < 2; gen--) {
+    const ref = routeKeyIn(config.SHARDS, "code", userCode, gen);
+    if (ref) refs.push(ref);
+  }
+  return refs;
+}
