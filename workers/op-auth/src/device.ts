@@ -37,7 +37,7 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
       error: "That is not a device code.",
       status: 400,
     });
-  await takeIpQuota(c, "verify");
+  await takeIpQuota(c, "device");
   const found = await findPending(c, userCode);
   if (found.view.status === "throttled")
     return errorPage("Too many attempts", "Too many wrong codes were tried. Wait a minute and try again.", 429, {
@@ -95,7 +95,7 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
     return errorPage("Invalid request", "The decision is incomplete.");
   const session = await liveSession(c, config);
   if (!session) return errorPage("Signed out", "Your sign-in has ended. Enter the device code again.");
-  await takeIpQuota(c, "verify");
+  await takeIpQuota(c, "device");
   const found = await findPending(c, userCode);
   if (found.view.status !== "pending" || !found.ref)
     return errorPage("Code expired", "That code is not valid any more. Start again on your device.");

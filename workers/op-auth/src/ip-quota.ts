@@ -44,8 +44,9 @@ export const RATE_LIMIT_PERIOD_SECONDS = 60;
  * Retry-After when spent. What this bound gives up against a per-IP Durable Object, and what keeps
  * the per-address bounds, is in docs/security.md.
  */
-export async function takeIpQuota(c: Context<AppEnv>, action: "generate" | "verify"): Promise<void> {
+export async function takeIpQuota(c: Context<AppEnv>, action: "generate" | "verify" | "device"): Promise<void> {
   const config = c.get("config");
+  // A device's user code (RFC 8628) is a guess like a one-time code: the verify binding and quota, its own bucket.
   const limiter = action === "generate" ? c.env.IP_GENERATE_LIMIT : c.env.IP_VERIFY_LIMIT;
   if (!limiter) throw new Error(`the Rate Limiting binding for ${action} is missing from op-auth's wrangler.toml`);
   const p = config.POLICY;
@@ -55,7 +56,7 @@ export async function takeIpQuota(c: Context<AppEnv>, action: "generate" | "veri
   // "unknown" bucket would let it spend everyone's quota. Refused there; local runs share the bucket.
   if (!c.req.header("cf-connecting-ip") && config.ENVIRONMENT === "production")
     throw new OAuthError("invalid_request", "the client address is missing", { headers: NO_STORE });
-  const bucket = clientAddress(c.req.raw, action === "verify" ? 48 : 64);
+  const bucket = clientAddress(c.req.raw, action === "generate" ? 64 : 48);
   const success = await weighedLimit(limiter, `${action}:${bucket}`, perMinute);
   if (!success)
     throw new OAuthError("too_many_requests", "too many requests from this address", {
