@@ -111,6 +111,9 @@ describe("device authorization grant (RFC 8628, issue 14)", () => {
     expect(((await refused.json()) as { error: string }).error).toBe("unauthorized_client");
     const noOpenid = await postForm("/device_authorization", { client_id: client.client_id, scope: "email" });
     expect(((await noOpenid.json()) as { error: string }).error).toBe("invalid_scope");
+    // Without a scope: what the client registered.
+    const defaulted = await postForm("/device_authorization", { client_id: client.client_id });
+    expect(defaulted.status).toBe(200);
   });
 
   it("keeps the device pending, slows a fast poller by 5 s, then gives tokens once after the person allows", async () => {

@@ -22,8 +22,6 @@ import {
 } from "../../shared/http";
 import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
-import { isRevoked } from "../../shared/tokens";
-import { findUser, userStillValid } from "../../shared/users";
 import {
   authorizationResponseUrl,
   RedirectableError,
@@ -33,7 +31,7 @@ import {
 } from "./authorize-request";
 import { emailStep, errorPage } from "./login-page";
 import { beginLoginTx, openVerifiedLogin } from "./login-tx";
-import { type BrowserSession, currentSession, SESSION_COOKIE, TX_COOKIE } from "./sessions";
+import { type BrowserSession, currentSession, SESSION_COOKIE, sessionStillStands, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
 export async function authorize(c: Context<AppEnv>): Promise<Response> {
@@ -86,7 +84,8 @@ function redirect(location: string, headers: Record<string, string> = {}): Respo
 
 /**
  * The browser's session, if it may answer this request without a new login: not `prompt=login` nor
- * `select_account` (the login page is where another account is chosen), within `max_age` (OIDC Core §3.1.2.1), and its user neither deleted nor revoked since.
+ * `select_account` (the login page is where another account is chosen), within `max_age` (OIDC Core
+ * §3.1.2.1), and still standing (sessions.ts).
  */
 async function liveSession(
   env: Env,
@@ -98,10 +97,7 @@ async function liveSession(
   const session = await currentSession(env, config, req);
   if (!session) return null;
   if (request.max_age !== undefined && Date.now() / 1000 - session.auth_time > request.max_age) return null;
-  // A logout by id_token_hint alone marks the sid without the cookie to delete the session row:
-  // that mark ends the session here too (CONTRACT §3 logout; checklist E3).
-  const [user, revoked] = await Promise.all([findUser(env, session.sub), isRevoked(env, config, { sid: session.sid })]);
-  return !revoked && userStillValid(user, session.auth_time) ? session : null;
+  return (await sessionStillStands(env, config, session)) ? session : null;
 }
 
 /**

@@ -7,12 +7,10 @@ import { deviceShardsToTry, formatUserCode, normalizeUserCode } from "../../shar
 import { cookieName, isForm, parseForm, readBodyText, setCookie } from "../../shared/http";
 import type { ShardRef } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
-import { isRevoked } from "../../shared/tokens";
-import { findUser, userStillValid } from "../../shared/users";
 import { takeIpQuota } from "./ip-quota";
 import { deviceCodePage, deviceConsentPage, emailStep, errorPage, messagePage } from "./login-page";
 import { beginLoginTx } from "./login-tx";
-import { type BrowserSession, currentSession, TX_COOKIE } from "./sessions";
+import { type BrowserSession, currentSession, sessionStillStands, TX_COOKIE } from "./sessions";
 
 /**
  * The verification page of the device authorization grant (RFC 8628 §3.3): `GET /device` (with
@@ -129,13 +127,8 @@ async function findPending(c: Context<AppEnv>, userCode: string): Promise<{ view
   return { view };
 }
 
-/** The browser's session, if live and its user neither revoked nor deleted since it began. */
+/** The browser's session, if live and still standing (sessions.ts). */
 async function liveSession(c: Context<AppEnv>, config: AppEnv["Variables"]["config"]): Promise<BrowserSession | null> {
   const session = await currentSession(c.env, config, c.req.raw);
-  if (!session) return null;
-  const [user, revoked] = await Promise.all([
-    findUser(c.env, session.sub),
-    isRevoked(c.env, config, { sid: session.sid }),
-  ]);
-  return !revoked && userStillValid(user, session.auth_time) ? session : null;
+  return session && (await sessionStillStands(c.env, config, session)) ? session : null;
 }

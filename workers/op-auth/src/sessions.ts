@@ -5,6 +5,8 @@ import type { Env } from "../../shared/env";
 import { cookieName, getCookie } from "../../shared/http";
 import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
+import { isRevoked } from "../../shared/tokens";
+import { findUser, userStillValid } from "../../shared/users";
 
 export const TX_COOKIE = "kw_tx";
 export const SESSION_COOKIE = "kw_session";
@@ -22,4 +24,14 @@ export async function currentSession(env: Env, config: Config, req: Request): Pr
   const hash = await sha256(parsed.id);
   const info = await shard(env, "session", parsed.ref).session(hash, Date.now());
   return info ? { ...info, id: parsed.id, hash } : null;
+}
+
+/**
+ * Whether a session still stands beyond its own row: its user neither deleted nor revoked since it
+ * began, and its sid not marked by a logout by id_token_hint alone, which marks the sid without the
+ * cookie to delete the row (CONTRACT §3 logout; checklist E3).
+ */
+export async function sessionStillStands(env: Env, config: Config, session: SessionInfo): Promise<boolean> {
+  const [user, revoked] = await Promise.all([findUser(env, session.sub), isRevoked(env, config, { sid: session.sid })]);
+  return !revoked && userStillValid(user, session.auth_time);
 }

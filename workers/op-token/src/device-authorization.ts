@@ -59,10 +59,13 @@ export async function deviceAuthorization(c: Context<AppEnv>): Promise<Response>
   throw new OAuthError("temporarily_unavailable", "no free user code, retry", { retryAfter: 1, status: 503 });
 }
 
-/** The scope asked for, within the OIDC scopes the client registered; `openid` is required. */
+/**
+ * The scope asked for (RFC 8628 §3.1; without one, every scope the client registered), within the
+ * OIDC scopes the client registered; `openid` is required.
+ */
 function deviceScope(client: Client, asked: string | undefined): string {
   const allowed = new Set(client.scope.split(" "));
-  const requested = (asked ?? "").split(" ").filter(Boolean);
+  const requested = (asked ?? client.scope).split(" ").filter(Boolean);
   if (!requested.includes("openid")) throw new OAuthError("invalid_scope", "scope must include openid");
   const scopes = [...new Set(requested)].filter((s) => OIDC_SCOPES.includes(s) && allowed.has(s));
   if (!scopes.includes("openid")) throw new OAuthError("invalid_scope", "the client may not request openid");
