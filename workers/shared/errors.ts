@@ -21,6 +21,8 @@ export type OAuthErrorCode =
   | "slow_down"
   | "authorization_pending"
   | "expired_token"
+  | "request_not_supported"
+  | "request_uri_not_supported"
   | "not_found"
   | "method_not_allowed"
   | "conflict"
@@ -50,6 +52,9 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   // RFC 8628 §3.5: the token endpoint's answers to a device that polls; all 400 there.
   authorization_pending: 400,
   expired_token: 400,
+  // OIDC Core §3.1.2.6: request objects are not supported.
+  request_not_supported: 400,
+  request_uri_not_supported: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
@@ -67,8 +72,21 @@ export interface OAuthErrorOptions {
   /** Value of `WWW-Authenticate` (RFC 6749 §5.2 for invalid_client, RFC 6750 §3 for bearer tokens). */
   wwwAuthenticate?: string;
   headers?: Record<string, string>;
+  /**
+   * A browser-facing endpoint (op-auth) shows this error on a page of its own with this title, for
+   * whatever cannot be handed back to a client (an unknown client, an unregistered redirect URI, an
+   * expired sign-in link)...
+   */
+  page?: { title: string };
+  /** ...or sends it to the client's validated redirect URI (RFC 6749 §4.1.2.1, with `state` and `iss`). */
+  redirect?: { uri: string; state?: string | undefined };
 }
 
+/**
+ * The one error type: every OAuth error Keyway answers with. An API answers it as JSON
+ * (`errorResponse`); op-auth renders the same error as a page or a redirect when its options say so
+ * (op-auth's errors.ts).
+ */
 export class OAuthError extends Error {
   readonly status: number;
   constructor(

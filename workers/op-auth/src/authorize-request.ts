@@ -1,27 +1,10 @@
 import type { AuthRequest } from "../../../durable-objects/contract";
 import type { Client } from "../../shared/clients";
 import { redirectUriAllowed } from "../../shared/clients";
-import type { OAuthErrorCode } from "../../shared/errors";
+import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
+import { pageError } from "./errors";
 
 export const SUPPORTED_SCOPES = ["openid", "email", "profile", "offline_access"] as const;
-
-/** An error shown on Keyway's own page: the client or redirect URI could not be trusted (RFC 6749 §4.1.2.1). */
-export class UntrustedRequestError extends Error {
-  override name = "UntrustedRequestError";
-}
-
-/** An error the client may hear about, at its validated redirect URI. */
-export class RedirectableError extends Error {
-  constructor(
-    readonly code: OAuthErrorCode | "request_not_supported" | "request_uri_not_supported" | "invalid_request_object",
-    readonly description: string,
-    readonly redirectUri: string,
-    readonly state: string | undefined,
-  ) {
-    super(description);
-    this.name = "RedirectableError";
-  }
-}
 
 /** RFC 7636 §4.2: an S256 challenge is BASE64URL(SHA-256(verifier)) without padding, 43 characters. */
 const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
@@ -35,24 +18,25 @@ export interface ValidatedRequest extends AuthRequest {
 
 /**
  * Validates an authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3, OIDC Core §3.1.2.1) in the
- * order the RFCs require: client and redirect URI first, so nothing is ever redirected to an
- * unvalidated URI, then everything else as a redirectable error. Unknown parameters are ignored.
+ * order the RFCs require: client and redirect URI first, shown on Keyway's own page so nothing is
+ * ever redirected to an unvalidated URI (RFC 6749 §4.1.2.1), then everything else as an error
+ * redirected to the client. Unknown parameters are ignored.
  */
 export function validateAuthorizeRequest(
   params: Record<string, string>,
   lookupClient: Client | null,
 ): ValidatedRequest {
-  if (!params.client_id) throw new UntrustedRequestError("client_id is missing");
+  const untrusted = (message: string) => pageError("Invalid request", message);
+  if (!params.client_id) throw untrusted("client_id is missing");
   const client = lookupClient;
-  if (!client) throw new UntrustedRequestError("the client is not registered");
+  if (!client) throw untrusted("the client is not registered");
   const redirectUri = params.redirect_uri;
-  if (!redirectUri) throw new UntrustedRequestError("redirect_uri is missing");
-  if (!redirectUriAllowed(client, redirectUri))
-    throw new UntrustedRequestError("redirect_uri is not registered for this client");
+  if (!redirectUri) throw untrusted("redirect_uri is missing");
+  if (!redirectUriAllowed(client, redirectUri)) throw untrusted("redirect_uri is not registered for this client");
 
   const state = params.state;
-  const fail = (code: RedirectableError["code"], description: string): never => {
-    throw new RedirectableError(code, description, redirectUri, state);
+  const fail = (code: OAuthErrorCode, description: string): never => {
+    throw new OAuthError(code, description, { redirect: { uri: redirectUri, state } });
   };
 
   if (params.request !== undefined) fail("request_not_supported", "request objects are not supported");
@@ -105,16 +89,4 @@ export function validateAuthorizeRequest(
   const hint = params.login_hint?.trim();
   if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;
   return req;
-}
-
-/** RFC 6749 §4.1.2 and RFC 9207: the response goes to the redirect URI's query, with `iss`. */
-export function authorizationResponseUrl(
-  redirectUri: string,
-  issuer: string,
-  params: Record<string, string | undefined>,
-): string {
-  const url = new URL(redirectUri);
-  for (const [k, v] of Object.entries(params)) if (v !== undefined) url.searchParams.append(k, v);
-  url.searchParams.append("iss", issuer);
-  return url.toString();
 }

@@ -22,14 +22,10 @@ import {
 } from "../../shared/http";
 import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
-import {
-  authorizationResponseUrl,
-  RedirectableError,
-  UntrustedRequestError,
-  type ValidatedRequest,
-  validateAuthorizeRequest,
-} from "./authorize-request";
-import { emailStep, errorPage } from "./login-page";
+import { authorizationResponseUrl } from "./authorization-response";
+import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";
+import { pageError, unreadable } from "./errors";
+import { emailStep } from "./login-page";
 import { beginLoginTx, openVerifiedLogin } from "./login-tx";
 import { type BrowserSession, currentSession, SESSION_COOKIE, sessionStillStands, TX_COOKIE } from "./sessions";
 
@@ -39,43 +35,27 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   let params: Record<string, string>;
   try {
     if (c.req.method === "POST") {
-      if (!isForm(c.req.raw)) return errorPage("Invalid request", "The authorization request must be form encoded.");
+      if (!isForm(c.req.raw)) throw pageError("Invalid request", "The authorization request must be form encoded.");
       params = parseForm(await readBodyText(c.req.raw));
     } else params = paramsToRecord(new URL(c.req.url).searchParams);
   } catch (err) {
-    if (err instanceof OAuthError && err.code !== "invalid_request") throw err;
-    return errorPage("Invalid request", err instanceof Error ? err.message : "malformed request");
+    throw unreadable(err);
   }
 
   // `redirect_to` from a verified code: finish that login transaction.
   if (params.tx !== undefined && params.client_id === undefined) return resumeLogin(c, params.tx);
 
   admitNewWork(c);
-  try {
-    const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
-    const request = validateAuthorizeRequest(params, client);
-    const session = await liveSession(c.env, config, c.req.raw, request);
-    if (session) return redirectWithCode(config, request, session);
-    if (request.prompts.has("none"))
-      return redirect(
-        authorizationResponseUrl(request.redirect_uri, config.ISSUER, {
-          error: "login_required",
-          state: request.state,
-        }),
-      );
-    return beginLogin(c, request);
-  } catch (err) {
-    if (err instanceof UntrustedRequestError) return errorPage("Invalid request", err.message);
-    if (err instanceof RedirectableError)
-      return redirect(
-        authorizationResponseUrl(err.redirectUri, config.ISSUER, {
-          error: err.code,
-          error_description: err.description,
-          state: err.state,
-        }),
-      );
-    throw err;
-  }
+  // Errors about the client or its redirect URI are pages; the rest go back to the client (errors.ts).
+  const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
+  const request = validateAuthorizeRequest(params, client);
+  const session = await liveSession(c.env, config, c.req.raw, request);
+  if (session) return redirectWithCode(config, request, session);
+  if (request.prompts.has("none"))
+    throw new OAuthError("login_required", undefined, {
+      redirect: { uri: request.redirect_uri, state: request.state },
+    });
+  return beginLogin(c, request);
 }
 
 function redirect(location: string, headers: Record<string, string> = {}): Response {
@@ -126,11 +106,11 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   const config = c.get("config");
   const now = Date.now();
   const login = await openVerifiedLogin(config, tx, now);
-  if (!login) return errorPage("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
+  if (!login) throw pageError("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
   const sessionId = parseId(config, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
   const sessionHash = sessionId ? await sha256(sessionId.id) : null;
   if (sessionHash === null || !timingSafeEqualString(sessionHash, login.sessionHash))
-    return errorPage("Sign-in expired", "This sign-in was finished in another browser.");
+    throw pageError("Sign-in expired", "This sign-in was finished in another browser.");
   const started = await shard(c.env, "session", login.id.ref).startSession({
     txHash: login.hash,
     sessionHash,
@@ -144,7 +124,7 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
     }),
   });
   if (!started)
-    return errorPage(
+    throw pageError(
       "Sign-in expired",
       "This sign-in is no longer valid, or was already used. Start again from the application.",
     );

@@ -7,8 +7,9 @@ import { deviceShardsToTry, formatUserCode, normalizeUserCode } from "../../shar
 import { cookieName, isForm, parseForm, readBodyText, setCookie } from "../../shared/http";
 import type { ShardRef } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
+import { pageError } from "./errors";
 import { takeIpQuota } from "./ip-quota";
-import { deviceCodePage, deviceConsentPage, emailStep, errorPage, messagePage } from "./login-page";
+import { deviceCodePage, deviceConsentPage, emailStep, messagePage } from "./login-page";
 import { beginLoginTx } from "./login-tx";
 import { type BrowserSession, currentSession, sessionStillStands, TX_COOKIE } from "./sessions";
 
@@ -23,7 +24,7 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   let typed: string | undefined;
   if (c.req.method === "POST") {
-    if (!isForm(c.req.raw)) return errorPage("Invalid request", "The form must be form encoded.");
+    if (!isForm(c.req.raw)) throw pageError("Invalid request", "The form must be form encoded.");
     typed = parseForm(await readBodyText(c.req.raw)).user_code;
   } else typed = c.req.query("user_code");
   if (typed === undefined || typed === "") return deviceCodePage({ issuerName: config.ISSUER_NAME });
@@ -38,8 +39,10 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
   await takeIpQuota(c, "device");
   const found = await findPending(c, userCode);
   if (found.view.status === "throttled")
-    return errorPage("Too many attempts", "Too many wrong codes were tried. Wait a minute and try again.", 429, {
-      "Retry-After": String(found.view.retry_after),
+    throw pageError("Too many attempts", "Too many wrong codes were tried. Wait a minute and try again.", {
+      status: 429,
+      code: "too_many_requests",
+      retryAfter: found.view.retry_after,
     });
   if (found.view.status !== "pending")
     return deviceCodePage({
@@ -49,7 +52,7 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
       status: 400,
     });
   const client = await findClient(c.env, config, found.view.client_id);
-  if (!client) return errorPage("Unknown application", "The application that asked is no longer registered.");
+  if (!client) throw pageError("Unknown application", "The application that asked is no longer registered.");
   const session = await liveSession(c, config);
   if (session)
     return deviceConsentPage({
@@ -85,18 +88,21 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
   // A cross-site form cannot carry the SameSite=Lax session cookie; a foreign Origin is refused as well.
   const origin = c.req.header("origin");
   if (origin !== undefined && origin !== new URL(config.ISSUER).origin)
-    return errorPage("Invalid request", "This decision must come from Keyway's own page.", 403);
-  if (!isForm(c.req.raw)) return errorPage("Invalid request", "The form must be form encoded.");
+    throw pageError("Invalid request", "This decision must come from Keyway's own page.", {
+      status: 403,
+      code: "forbidden",
+    });
+  if (!isForm(c.req.raw)) throw pageError("Invalid request", "The form must be form encoded.");
   const form = parseForm(await readBodyText(c.req.raw));
   const userCode = normalizeUserCode(form.user_code);
   if (!userCode || (form.decision !== "approve" && form.decision !== "deny"))
-    return errorPage("Invalid request", "The decision is incomplete.");
+    throw pageError("Invalid request", "The decision is incomplete.");
   const session = await liveSession(c, config);
-  if (!session) return errorPage("Signed out", "Your sign-in has ended. Enter the device code again.");
+  if (!session) throw pageError("Signed out", "Your sign-in has ended. Enter the device code again.");
   await takeIpQuota(c, "device");
   const found = await findPending(c, userCode);
   if (found.view.status !== "pending" || !found.ref)
-    return errorPage("Code expired", "That code is not valid any more. Start again on your device.");
+    throw pageError("Code expired", "That code is not valid any more. Start again on your device.");
   const approve = form.decision === "approve";
   const decided = await shard(c.env, "code", found.ref).decideDevice({
     userCode,
@@ -105,7 +111,7 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
       : null,
     now: Date.now(),
   });
-  if (!decided) return errorPage("Code expired", "That code is not valid any more. Start again on your device.");
+  if (!decided) throw pageError("Code expired", "That code is not valid any more. Start again on your device.");
   audit(c, {
     kind: "device_decision",
     user: session.sub,

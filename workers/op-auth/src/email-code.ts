@@ -13,8 +13,9 @@ import { deliverOtp, otpMessage } from "../../shared/mail/index";
 import { issueId, parseId, routeKeyIn } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
+import { pageError } from "./errors";
 import { clientAddress, takeIpQuota } from "./ip-quota";
-import { codeStep, emailStep, errorPage } from "./login-page";
+import { codeStep, emailStep } from "./login-page";
 import { type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
 import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
 
@@ -45,7 +46,7 @@ async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
     c.req.header("sec-fetch-site") === "cross-site"
   ) {
     if (isForm(c.req.raw))
-      throw new PageResponse(errorPage("Request refused", "This form was posted from another site.", 403, NO_STORE));
+      throw pageError("Request refused", "This form was posted from another site.", { status: 403, code: "forbidden" });
     throw new OAuthError("forbidden", "cross-origin request refused", { headers: NO_STORE });
   }
   const { body, form } = await readJsonOrForm(c.req.raw);
@@ -53,17 +54,10 @@ async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
   const tx = await openLoginTx(config, body.tx, Date.now());
   if (!tx || cookie !== tx.id.id) {
     const err = fail("invalid_request", "the login transaction is missing, unknown, expired or not this browser's");
-    if (form) throw new PageResponse(errorPage("Sign-in expired", "Start again from the application.", 400, NO_STORE));
+    if (form) throw pageError("Sign-in expired", "Start again from the application.");
     throw err;
   }
   return { form, txValue: body.tx as string, tx, body };
-}
-
-/** A finished page to answer with (form posts), carried out of the shared checks. */
-class PageResponse extends Error {
-  constructor(readonly response: Response) {
-    super("page response");
-  }
 }
 
 /**
@@ -77,8 +71,8 @@ function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, po
       post = await readLoginPost(c);
       return await handler(c, post);
     } catch (err) {
-      if (err instanceof PageResponse) return err.response;
-      if (!(err instanceof OAuthError) || !post?.form) throw err;
+      // Errors that are pages already, JSON callers' errors and unexpected ones: rendered by errors.ts.
+      if (!(err instanceof OAuthError) || !post?.form || err.options.page) throw err;
       const config = c.get("config");
       const retry = err.options.retryAfter;
       const message =

@@ -4,10 +4,13 @@ import { devMailbox } from "./dev-mailbox";
 import { deviceDecision, devicePage } from "./device";
 import { discovery } from "./discovery";
 import { generateCode, verifyCode } from "./email-code";
+import { renderAuthError } from "./errors";
 import { logout } from "./logout";
 
-/** op-auth: discovery, the authorization endpoint and login page, email codes, logout. */
+/** op-auth: discovery, the authorization endpoint and login page, email codes, logout, the device page. */
 export const app = createApp();
+// One error type, rendered as a redirect to the client, a page of Keyway's own, or JSON (errors.ts).
+app.onError((err, c) => renderAuthError(err, c));
 
 app.get("/.well-known/openid-configuration", discovery);
 app.on(["GET", "POST"], "/authorize", authorize);

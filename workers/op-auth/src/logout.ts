@@ -4,13 +4,13 @@ import type { AppEnv } from "../../shared/app";
 import { audit } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { sha256 } from "../../shared/crypto";
-import { OAuthError } from "../../shared/errors";
 import { clearCookie, cookieName, getCookie, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/http";
 import { keyRing } from "../../shared/keys";
 import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { revokeInSidShard } from "../../shared/tokens";
-import { confirmLogoutPage, errorPage, messagePage } from "./login-page";
+import { pageError, unreadable } from "./errors";
+import { confirmLogoutPage, messagePage } from "./login-page";
 import { SESSION_COOKIE } from "./sessions";
 
 /**
@@ -24,28 +24,27 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
   let params: Record<string, string>;
   try {
     if (c.req.method === "POST") {
-      if (!isForm(c.req.raw)) return errorPage("Invalid request", "The logout request must be form encoded.");
+      if (!isForm(c.req.raw)) throw pageError("Invalid request", "The logout request must be form encoded.");
       params = parseForm(await readBodyText(c.req.raw));
     } else params = paramsToRecord(new URL(c.req.url).searchParams);
   } catch (err) {
-    if (err instanceof OAuthError && err.code !== "invalid_request") throw err;
-    return errorPage("Invalid request", err instanceof Error ? err.message : "malformed request");
+    throw unreadable(err);
   }
 
   let hint: { aud: string; sid?: string } | null = null;
   if (params.id_token_hint) {
     hint = await verifyIdTokenHint(c, params.id_token_hint);
-    if (!hint) return errorPage("Invalid request", "id_token_hint is not a token this issuer signed.");
+    if (!hint) throw pageError("Invalid request", "id_token_hint is not a token this issuer signed.");
   }
   const clientId = hint?.aud ?? params.client_id;
   if (hint && params.client_id && params.client_id !== hint.aud)
-    return errorPage("Invalid request", "client_id does not match id_token_hint.");
+    throw pageError("Invalid request", "client_id does not match id_token_hint.");
 
   let redirectTo: string | null = null;
   if (params.post_logout_redirect_uri) {
     const client = clientId ? await findClient(c.env, config, clientId) : null;
     if (!client?.post_logout_redirect_uris.includes(params.post_logout_redirect_uri))
-      return errorPage("Invalid request", "post_logout_redirect_uri is not registered for this client.");
+      throw pageError("Invalid request", "post_logout_redirect_uri is not registered for this client.");
     const url = new URL(params.post_logout_redirect_uri);
     if (params.state !== undefined) url.searchParams.append("state", params.state);
     redirectTo = url.toString();
