@@ -1,22 +1,18 @@
-import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { defineConfig } from "vitest/config";
+import { generateSecrets } from "./scripts/lib/local.mjs";
 import { createTestTls, TEST_TLS_DIR_VAR } from "./test/support/global-setup-tls.js";
 import type { MailPeers } from "./test/support/global-setup-types.js";
 
-/** Test-only secrets, generated per run: nothing public is ever a fallback for a required secret. */
+/**
+ * Test-only variables: secrets generated per run by the same generator `npm run dev` uses (nothing
+ * public is ever a fallback for a required secret), and the test suite's own issuer, shards and policy.
+ */
 function testVars(): Record<string, string> {
-  const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ format: "jwk" });
-  const ec = generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey.export({ format: "jwk" });
   return {
+    ...generateSecrets(),
     ENVIRONMENT: "test",
     ISSUER: "http://127.0.0.1:8787",
-    ADMIN_TOKEN: randomBytes(32).toString("base64url"),
-    OTP_HMAC_SECRET: randomBytes(32).toString("base64url"),
-    KEY_ENCRYPTION_SECRET: randomBytes(32).toString("base64url"),
-    SIGNING_KEY_RS256: JSON.stringify(rsa),
-    SIGNING_KEY_ES256: JSON.stringify(ec),
     MAIL_TRANSPORT: "dev",
-    MAIL_OUTBOX_SECRET: randomBytes(32).toString("base64url"),
     SHARDS: JSON.stringify({ session: [3], challenge: [3], code: [3], revocation: [3], refresh: [3] }),
     POLICY: JSON.stringify({ client_cache_seconds: 0 }),
   };

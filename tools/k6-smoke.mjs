@@ -3,31 +3,13 @@
 // RAMP=5, HOLD=15 unless set) against the local stack (or BASE_URL). ADMIN_TOKEN comes from the
 // environment, else from .dev.vars. Exits with k6's status: non-zero when a threshold fails.
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { readDevVars } from "../scripts/lib/local.mjs";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const k6 = join(repo, ".keyway", "bin", "k6");
-
-/** `.dev.vars`: KEY=value, KEY='value' or KEY="value" lines; # comments and blank lines skipped. */
-function parseDevVars(text) {
-  const out = {};
-  for (const raw of text.split(/\r?\n/)) {
-    const line = raw.trim();
-    if (!line || line.startsWith("#")) continue;
-    const m = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(line);
-    if (!m) continue;
-    let value = m[2];
-    const q = value[0];
-    if ((q === "'" || q === '"') && value.length >= 2 && value.endsWith(q)) {
-      value = value.slice(1, -1);
-      if (q === '"') value = value.replace(/\\n/g, "\n").replace(/\\"/g, '"').replace(/\\\\/g, "\\");
-    }
-    out[m[1]] = value;
-  }
-  return out;
-}
 
 /**
  * Every local request comes from one address, so the per-IP quotas on generate and verify
@@ -43,9 +25,9 @@ function localQuotaHint(baseUrl, devVars, rate) {
     return ".dev.vars has a POLICY that is not JSON";
   }
   const need = Math.ceil(rate * 60 * 1.5);
-  // The defaults of workers/shared/config.ts.
-  const gen = policy.ip_generate_per_minute ?? 100;
-  const ver = policy.ip_verify_per_minute ?? 200;
+  // Unset means the defaults of workers/shared/config.ts, which are one person's scale, far below a run's.
+  const gen = policy.ip_generate_per_minute ?? 0;
+  const ver = policy.ip_verify_per_minute ?? 0;
   if (gen >= need && ver >= need) return null;
   const raised = JSON.stringify({
     ...policy,
@@ -53,13 +35,13 @@ function localQuotaHint(baseUrl, devVars, rate) {
     ip_verify_per_minute: Math.max(ver, 100000),
   });
   return (
-    `the local per-IP quotas (generate ${gen}/min, verify ${ver}/min) are below ${need}/min, so logins will get 429. ` +
+    `the local per-IP quotas (generate ${gen || "default"}/min, verify ${ver || "default"}/min) are below ${need}/min, so logins will get 429. ` +
     `Add POLICY='${raised}' to .dev.vars and restart the stack.`
   );
 }
 
 const devVarsPath = join(repo, ".dev.vars");
-const devVars = existsSync(devVarsPath) ? parseDevVars(readFileSync(devVarsPath, "utf8")) : {};
+const devVars = existsSync(devVarsPath) ? readDevVars(devVarsPath) : {};
 const adminToken = process.env.ADMIN_TOKEN || devVars.ADMIN_TOKEN;
 const baseUrl = (process.env.BASE_URL || `http://127.0.0.1:${process.env.PORT || 8787}`).replace(/\/+$/, "");
 
