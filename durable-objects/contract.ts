@@ -292,10 +292,38 @@ export interface OutboxItem {
 
 // ---- The stores themselves, as types: `DurableObjectNamespace<SessionStore>` and RPC stubs.
 
-export type { AuditBuffer } from "./audit-buffer";
-export type { AuthCodeStore } from "./auth-code-store";
-export type { ChallengeStore } from "./challenge-store";
-export type { MailOutbox } from "./mail-outbox";
-export type { RefreshTokenRotator } from "./refresh-token-rotator";
-export type { RevocationStore } from "./revocation-store";
-export type { SessionStore } from "./session-store";
+import type { AuditBuffer } from "./audit-buffer";
+import type { AuthCodeStore } from "./auth-code-store";
+import type { ChallengeStore } from "./challenge-store";
+import type { MailOutbox } from "./mail-outbox";
+import type { RefreshTokenRotator } from "./refresh-token-rotator";
+import type { RevocationStore } from "./revocation-store";
+import type { SessionStore } from "./session-store";
+
+export type {
+  AuditBuffer,
+  AuthCodeStore,
+  ChallengeStore,
+  MailOutbox,
+  RefreshTokenRotator,
+  RevocationStore,
+  SessionStore,
+};
+
+/** Each class STORE_BINDINGS names, by its name. */
+export interface StoreClasses {
+  SessionStore: SessionStore;
+  ChallengeStore: ChallengeStore;
+  AuthCodeStore: AuthCodeStore;
+  RevocationStore: RevocationStore;
+  RefreshTokenRotator: RefreshTokenRotator;
+  MailOutbox: MailOutbox;
+  AuditBuffer: AuditBuffer;
+}
+
+type Bindings = typeof STORE_BINDINGS;
+
+/** Every store's namespace binding, derived from STORE_BINDINGS: what a Worker's Env holds of the stores. */
+export type StoreNamespaces = {
+  [K in keyof Bindings as Bindings[K]["binding"]]: DurableObjectNamespace<StoreClasses[Bindings[K]["class"]]>;
+};

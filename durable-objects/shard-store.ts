@@ -32,7 +32,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
     this.sql = this.rows.track(ctx.storage.sql);
-    this.audit = new AuditOutbox(this.sql, "audit_outbox");
+    this.audit = new AuditOutbox(this.sql, this.outboxTable());
     for (const statement of [...this.schema(), this.audit.schema()]) this.sql.exec(statement);
     for (const [table, alters] of Object.entries(this.upgrades())) {
       const ddl =
@@ -64,6 +64,11 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   /** Tables swept by the alarm. */
   protected abstract expiringTables(): string[];
 
+  /** The audit outbox's table (the AuditBuffer keeps the name it had before the outbox was shared). */
+  protected outboxTable(): string {
+    return "audit_outbox";
+  }
+
   /** Makes sure an alarm fires no later than `expiresAt`, without a storage call when one already will. */
   protected async expireAt(expiresAt: number): Promise<void> {
     if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
@@ -84,6 +89,15 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
 
   protected auditFlushSoon(): Promise<void> {
     return this.expireAt(Date.now() + AUDIT_FLUSH_DELAY_MS);
+  }
+
+  /** Makes the alarm fire now (a full audit batch waiting), unless it already will. */
+  protected async alarmNow(): Promise<void> {
+    if (this.alarmAt === undefined) this.alarmAt = await this.ctx.storage.getAlarm();
+    const now = Date.now();
+    if (this.alarmAt !== null && this.alarmAt <= now) return;
+    this.alarmAt = now;
+    await this.ctx.storage.setAlarm(now);
   }
 
   /** Audit events waiting for the alarm (for tests and stats). */
@@ -135,7 +149,7 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
     if (
       name === "constructor" ||
       typeof verb !== "function" ||
-      ["schema", "upgrades", "indexes", "expiringTables", "auditBacklog", "alarm"].includes(name)
+      ["schema", "upgrades", "indexes", "expiringTables", "outboxTable", "auditBacklog", "alarm"].includes(name)
     )
       continue;
     proto[name] = function (this: ShardStore, ...args: unknown[]) {

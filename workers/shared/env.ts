@@ -1,25 +1,12 @@
-import type {
-  AuditBuffer,
-  AuthCodeStore,
-  ChallengeStore,
-  MailOutbox,
-  RefreshTokenRotator,
-  RevocationStore,
-  SessionStore,
-} from "../../durable-objects/contract";
+import type { StoreNamespaces } from "../../durable-objects/contract";
 
-/** Bindings every Keyway Worker has; string variables are parsed by `loadConfig`. */
-export interface Env {
+/**
+ * Bindings every Keyway Worker has; string variables are parsed by `loadConfig`. The Durable Object
+ * namespaces (SESSIONS, CHALLENGES, AUTH_CODES, REVOCATIONS, REFRESH_TOKENS, MAIL_OUTBOX, AUDIT) come
+ * from STORE_BINDINGS in the contract, the same table the wrangler configs are checked against.
+ */
+export interface Env extends StoreNamespaces {
   DB: D1Database;
-  SESSIONS: DurableObjectNamespace<SessionStore>;
-  CHALLENGES: DurableObjectNamespace<ChallengeStore>;
-  AUTH_CODES: DurableObjectNamespace<AuthCodeStore>;
-  REVOCATIONS: DurableObjectNamespace<RevocationStore>;
-  REFRESH_TOKENS: DurableObjectNamespace<RefreshTokenRotator>;
-  /** Retries of one-time-code mail (workers/shared/mail). */
-  MAIL_OUTBOX: DurableObjectNamespace<MailOutbox>;
-  /** Write-behind buffers of the audit trail (workers/shared/audit.ts). */
-  AUDIT: DurableObjectNamespace<AuditBuffer>;
   /** op-auth's per-IP quotas (Workers Rate Limiting; see workers/op-auth/src/ip-quota.ts). */
   IP_GENERATE_LIMIT?: RateLimit;
   IP_VERIFY_LIMIT?: RateLimit;
