@@ -3,6 +3,7 @@ import type { ShardConfig } from "./config";
 import { randomToken } from "./crypto";
 import { errorField, log } from "./log";
 import { objectName, routeKey } from "./sharding";
+import { shardNamed } from "./stores";
 
 /**
  * Making and handing over audit events, with no request in sight: what a Worker's handler
@@ -46,7 +47,7 @@ export function auditShardName(shards: ShardConfig, key?: string | null): string
 export async function emitAudit(env: AuditEnv, shardName: string, events: AuditEvent[]): Promise<void> {
   if (events.length === 0) return;
   try {
-    await env.AUDIT.get(env.AUDIT.idFromName(shardName)).append(events);
+    await shardNamed(env, "audit", shardName).append(events);
   } catch (err) {
     log("error", "audit: could not buffer", { kinds: events.map((e) => e.kind), error: errorField(err) });
   }
