@@ -5,7 +5,7 @@ import { AUDIT_PARAMS, listAudit } from "./audit";
 import { createClient, createSchema, deleteClient, getClient, listClients, patchClient, patchSchema } from "./clients";
 import { listKeys, rotateKeys } from "./keys";
 import { openApiDocument } from "./openapi";
-import { listShards } from "./shards";
+import { listShards, planInput, planShardCounts } from "./shards";
 import { shardStats } from "./stats";
 import { testMailbox } from "./test-mailbox";
 import {
@@ -116,6 +116,13 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     path: "/admin/v1/shards",
     summary: "Each store's generations and shard counts",
     handler: listShards,
+  },
+  {
+    method: "post",
+    path: "/admin/v1/shards/plan",
+    summary: "Shard counts for the traffic given, with their reasoning",
+    handler: planShardCounts,
+    body: planInput,
   },
   {
     method: "get",

@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { PEAK_CALLS_PER_SHARD, planShards } from "../../workers/shared/shard-plan";
+import { admin } from "../support/harness";
+
+describe("the shard planner (issue 13)", () => {
+  it("gives each store enough shards for its peak calls, and says when the warm floor cannot hold", () => {
+    const plan = planShards({ peak: 300, typical: 100, refresh_per_login: 6, userinfo_per_s: 50 });
+    const by = Object.fromEntries(plan.map((p) => [p.store, p]));
+    // The challenge shard takes 2 calls a login: 600/s at peak needs 2 shards.
+    expect(by.challenge).toMatchObject({ calls_per_login: 2, peak_calls_per_s: 600, shards: 2 });
+    // Each refresh adds a rotation and a revocation check; userinfo adds revocation reads.
+    expect(by.refresh).toMatchObject({ calls_per_login: 7, peak_calls_per_s: 2100, shards: 7 });
+    expect(by.revocation).toMatchObject({ peak_calls_per_s: 2150, shards: 8 });
+    for (const p of plan) expect(p.peak_per_shard).toBeLessThanOrEqual(PEAK_CALLS_PER_SHARD);
+    // A spiky, quiet service: the peak needs 4 shards, the typical load keeps only 1 warm.
+    const spiky = planShards({ peak: 1200, typical: 2 });
+    const session = spiky.find((p) => p.store === "session");
+    expect(session?.shards).toBe(4);
+    expect(session?.reasoning).toContain("the bounds cross");
+    expect(planShards({ peak: 0, typical: 0 }).every((p) => p.shards === 1)).toBe(true);
+  });
+
+  it("serves the same plan at POST /admin/v1/shards/plan, validated", async () => {
+    const res = await admin("/shards/plan", { method: "POST", json: { peak: 300, typical: 100 } });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const { plan, shards } = (await res.json()) as {
+      plan: { store: string; shards: number }[];
+      shards: Record<string, number>;
+    };
+    expect(plan).toEqual(planShards({ peak: 300, typical: 100 }));
+    expect(shards).toEqual({ session: 1, challenge: 2, code: 1, refresh: 1, revocation: 1 });
+    for (const bad of [
+      { peak: -1, typical: 0 },
+      { peak: 10, typical: 20 },
+      { peak: 10 },
+      { peak: 1, typical: 1, x: 1 },
+    ]) {
+      const r = await admin("/shards/plan", { method: "POST", json: bad });
+      expect(r.status, JSON.stringify(bad)).toBe(400);
+    }
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * The shard planner (issue 13): each store's shard count from expected traffic, by the two limits of
+ * docs/sharding.md. A shard should take at most about 300 calls a second at peak (one Durable Object
+ * serves about 1,000 simple ones, and latency climbs well before), and at least about 3 a second at
+ * typical load to stay warm. Where both cannot hold, the peak wins: a cold start costs tens of
+ * milliseconds, an overloaded shard seconds or a 503. Pure and import-free, so `npm run plan` (Node)
+ * and `POST /admin/v1/shards/plan` (op-mgmt) run the same code.
+ */
+
+export const PEAK_CALLS_PER_SHARD = 300;
+export const WARM_CALLS_PER_SHARD = 3;
+
+export interface TrafficInput {
+  /** Logins a second at the busiest minute. */
+  peak: number;
+  /** Logins a second on an ordinary hour. */
+  typical: number;
+  /** Refreshes each login makes in its life, on average. */
+  refresh_per_login?: number;
+  /** Userinfo and introspection calls a second (they read the revocation store). */
+  userinfo_per_s?: number;
+}
+
+export interface StorePlan {
+  store: "session" | "challenge" | "code" | "revocation" | "refresh";
+  calls_per_login: number;
+  peak_calls_per_s: number;
+  typical_calls_per_s: number;
+  shards: number;
+  peak_per_shard: number;
+  typical_per_shard: number;
+  reasoning: string;
+}
+
+/**
+ * Durable Object calls per login by store, as `test/login/login-budget.test.ts` asserts them for a
+ * returning user with `offline_access`, plus what each refresh adds: a rotation in the family's shard
+ * and a check in the revocation shard.
+ */
+function callsPerLogin(refreshes: number): Record<StorePlan["store"], number> {
+  return { session: 1, challenge: 2, code: 1, refresh: 1 + refreshes, revocation: 1 + refreshes };
+}
+
+const round = (n: number) => Math.round(n * 10) / 10;
+
+export function planShards(input: TrafficInput): StorePlan[] {
+  const perLogin = callsPerLogin(input.refresh_per_login ?? 0);
+  const extra = (store: StorePlan["store"]) => (store === "revocation" ? (input.userinfo_per_s ?? 0) : 0);
+  return (Object.keys(perLogin) as StorePlan["store"][]).map((store) => {
+    const peak = input.peak * perLogin[store] + extra(store);
+    const typical = input.typical * perLogin[store] + extra(store);
+    const needed = Math.max(1, Math.ceil(peak / PEAK_CALLS_PER_SHARD));
+    const warmAtMost = Math.max(1, Math.floor(typical / WARM_CALLS_PER_SHARD));
+    const shards = needed;
+    const reasoning =
+      `${round(peak)} calls/s at peak needs ${needed} shard(s) at ${PEAK_CALLS_PER_SHARD}/s each; ` +
+      `${round(typical)} calls/s typical keeps at most ${warmAtMost} warm at ${WARM_CALLS_PER_SHARD}/s each` +
+      (needed > warmAtMost
+        ? `: the bounds cross, so the peak wins (${shards}; some shards go cold between peaks)`
+        : `: ${shards}`);
+    return {
+      store,
+      calls_per_login: perLogin[store],
+      peak_calls_per_s: round(peak),
+      typical_calls_per_s: round(typical),
+      shards,
+      peak_per_shard: round(peak / shards),
+      typical_per_shard: round(typical / shards),
+      reasoning,
+    };
+  });
+}
