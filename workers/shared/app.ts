@@ -4,6 +4,7 @@ import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
 import { percentDecodesCleanly, watchBody } from "./http";
 import { countingEnv, mountIsolateRoutes } from "./isolate";
+import { withLiveShards } from "./live-shards";
 import { inRequest, log, requestIdOf } from "./log";
 
 export type AppEnv = {
@@ -55,8 +56,9 @@ export function createApp(): Hono<AppEnv> {
       }
       throw err;
     }
-    c.set("config", config);
     c.env = countingEnv(c.env);
+    // With the shard generations appended live (issue 13), read at most every few seconds per isolate.
+    c.set("config", await withLiveShards(c.env, config));
     // A request counts as in flight once its body has arrived: a client that sends a body slowly
     // holds its own connection, never a slot new work needs, and its body has a deadline (408).
     let counted = false;

@@ -150,6 +150,12 @@ const policySchema = z
      * deployment that ran before; unset, they are refused like any made-up id.
      */
     legacy_ids_until: z.iso.datetime({ offset: true }).optional(),
+    /**
+     * How long an isolate keeps the shard generations appended through the admin API (issue 13)
+     * before it reads them from D1 again. A new generation is issued into only after this (plus a
+     * minute), so every isolate routes it first.
+     */
+    shard_config_cache_seconds: z.number().int().min(1).max(300).default(30),
     /** Audit events older than this are deleted by op-mgmt's cron, in batches (docs/storage.md). */
     audit_retention_days: z.number().int().min(1).max(3650).default(90),
     /** The cron trigger rotates keys older than this. */
@@ -349,4 +355,22 @@ export function loadMailConfig(env: object): MailConfig {
   const data = parseVars(env, mailSchema, "mail configuration");
   mailCache.set(env, data);
   return data;
+}
+
+/**
+ * SHARDS with generations appended (live ones, from D1): counts and issue times after each store's
+ * own. The result is a ShardConfig like the parsed one.
+ */
+export function withGenerations(
+  base: ShardConfig,
+  extra: { store: StoreName; shards: number; issue_from: number }[],
+): ShardConfig {
+  const names = Object.keys(base) as ShardedName[];
+  const counts = Object.fromEntries(names.map((n) => [n, [...base[n]]])) as Record<string, number[]>;
+  const from = Object.fromEntries(names.map((n) => [n, [...base.issueFrom[n]]])) as Record<string, number[]>;
+  for (const g of extra) {
+    (counts[g.store] as number[]).push(g.shards);
+    (from[g.store] as number[]).push(g.issue_from);
+  }
+  return Object.defineProperty(counts, "issueFrom", { value: from, enumerable: false }) as unknown as ShardConfig;
 }

@@ -5,7 +5,7 @@ import { AUDIT_PARAMS, listAudit } from "./audit";
 import { createClient, createSchema, deleteClient, getClient, listClients, patchClient, patchSchema } from "./clients";
 import { listKeys, rotateKeys } from "./keys";
 import { openApiDocument } from "./openapi";
-import { listShards, planInput, planShardCounts } from "./shards";
+import { appendGeneration, appendInput, listShards, planInput, planShardCounts } from "./shards";
 import { shardStats } from "./stats";
 import { testMailbox } from "./test-mailbox";
 import {
@@ -116,6 +116,14 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     path: "/admin/v1/shards",
     summary: "Each store's generations and shard counts",
     handler: listShards,
+  },
+  {
+    method: "post",
+    path: "/admin/v1/shards",
+    summary: "Append a generation to a store's shards, live",
+    handler: appendGeneration,
+    body: appendInput,
+    status: 201,
   },
   {
     method: "post",

@@ -2,7 +2,9 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
 import { STORE_NAMES } from "../../shared/config";
+import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
+import { forgetLiveGenerations } from "../../shared/live-shards";
 import { planShards } from "../../shared/shard-plan";
 import { currentGeneration } from "../../shared/sharding";
 import { body } from "./validation";
@@ -47,4 +49,40 @@ export const planInput = z
 export async function planShardCounts(c: Context<AppEnv>): Promise<Response> {
   const plan = planShards(await body(c, planInput));
   return json({ plan, shards: Object.fromEntries(plan.map((p) => [p.store, p.shards])) });
+}
+
+export const appendInput = z.object({ store: z.enum(STORE_NAMES), shards: z.number().int().min(1).max(1024) }).strict();
+
+/**
+ * `POST /admin/v1/shards` (issue 13): appends a generation to a store, live. Nothing else can be
+ * changed: an existing generation may still have ids that route to it. The new generation is routed
+ * by every isolate within `shard_config_cache_seconds` and issued into a minute after that
+ * (`issue_from`), so no Worker meets an id it does not know; one generation may be pending at a time.
+ */
+export async function appendGeneration(c: Context<AppEnv>): Promise<Response> {
+  const input = await body(c, appendInput);
+  const config = c.get("config");
+  const now = Date.now();
+  const pendingUntil = config.SHARDS.issueFrom[input.store].at(-1) ?? 0;
+  if (pendingUntil > now)
+    throw new OAuthError(
+      "conflict",
+      `generation ${config.SHARDS[input.store].length - 1} of ${input.store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
+    );
+  const last = await c.env.DB.prepare("SELECT MAX(gen) AS gen FROM shard_generations WHERE store = ?")
+    .bind(input.store)
+    .first<{ gen: number | null }>();
+  const generation = Math.max(config.SHARDS[input.store].length, (last?.gen ?? -1) + 1);
+  const issueFrom = now + (config.POLICY.shard_config_cache_seconds + 60) * 1000;
+  const { meta } = await c.env.DB.prepare(
+    "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+  )
+    .bind(input.store, generation, input.shards, issueFrom, now)
+    .run();
+  if (!meta.changes) throw new OAuthError("conflict", "another generation was appended at the same time; look again");
+  forgetLiveGenerations();
+  return json(
+    { store: input.store, generation, shards: input.shards, issue_from: new Date(issueFrom).toISOString() },
+    201,
+  );
 }

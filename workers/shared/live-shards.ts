@@ -1,0 +1,63 @@
+import { type Config, STORE_NAMES, type StoreName, withGenerations } from "./config";
+import type { Env } from "./env";
+import { errorField, log } from "./log";
+
+/**
+ * Shard generations appended live (issue 13): rows of D1 `shard_generations`, after the generations
+ * SHARDS lists, read by each isolate at most every `shard_config_cache_seconds`. A generation is
+ * routed as soon as an isolate reads it, and issued into only from its `issue_from`, which the admin
+ * API sets beyond that cache: by then every isolate routes it (accept before issue).
+ */
+interface LiveGeneration {
+  store: StoreName;
+  gen: number;
+  shards: number;
+  issue_from: number;
+}
+
+let cache: { readAt: number; rows: LiveGeneration[] } | null = null;
+const merged = new WeakMap<Config, { rows: LiveGeneration[]; config: Config }>();
+
+/** The live generations, from this isolate's cache or D1. A failed read keeps what was known. */
+export async function liveGenerations(env: Env, config: Config, now = Date.now()): Promise<LiveGeneration[]> {
+  const ttl = config.POLICY.shard_config_cache_seconds * 1000;
+  if (cache && now - cache.readAt < ttl && now >= cache.readAt) return cache.rows;
+  try {
+    const { results } = await env.DB.prepare(
+      "SELECT store, gen, shards, issue_from FROM shard_generations ORDER BY store, gen",
+    ).all<LiveGeneration>();
+    cache = { readAt: now, rows: results.filter((r) => (STORE_NAMES as readonly string[]).includes(r.store)) };
+  } catch (err) {
+    log("warn", "live shard generations could not be read; keeping the last known", { error: errorField(err) });
+    cache = { readAt: now, rows: cache?.rows ?? [] };
+  }
+  return cache.rows;
+}
+
+/** The config with the live generations appended to SHARDS (the same object while nothing changed). */
+export async function withLiveShards(env: Env, config: Config): Promise<Config> {
+  const rows = await liveGenerations(env, config);
+  if (rows.length === 0) return config;
+  const hit = merged.get(config);
+  if (hit && hit.rows === rows) return hit.config;
+  // A row continues its store's generations; one SHARDS already lists (the operator folded it into
+  // the config) or one that leaves a gap is ignored.
+  const next = { ...Object.fromEntries(STORE_NAMES.map((s) => [s, config.SHARDS[s].length])) } as Record<
+    StoreName,
+    number
+  >;
+  const extra: LiveGeneration[] = [];
+  for (const row of rows) {
+    if (row.gen !== next[row.store]) continue;
+    extra.push(row);
+    next[row.store]++;
+  }
+  const out: Config = { ...config, SHARDS: withGenerations(config.SHARDS, extra) };
+  merged.set(config, { rows, config: out });
+  return out;
+}
+
+/** Forgets the cached generations, so the next request reads D1 (after an append in this isolate). */
+export function forgetLiveGenerations(): void {
+  cache = null;
+}
