@@ -43,6 +43,7 @@ export const AUDIT_KINDS = [
   "admin_change",
   "key_rotation",
   "device_decision",
+  "shard_change",
 ] as const;
 
 export type AuditKind = (typeof AUDIT_KINDS)[number];

@@ -156,6 +156,30 @@ const policySchema = z
      * minute), so every isolate routes it first.
      */
     shard_config_cache_seconds: z.number().int().min(1).max(300).default(30),
+    /**
+     * The shard controller (op-mgmt's cron, issue 13): appends a generation with twice the shards when
+     * a store's busiest shard stays above `ceiling_per_shard` calls/s, or with half when every shard
+     * stays below `floor_per_shard`, for `runs` runs in a row, at most every `min_interval_minutes`,
+     * never above `max_shards`. Off by default: an operator turns it on after reading docs/sharding.md.
+     */
+    shard_controller: z
+      .object({
+        enabled: z.boolean().default(false),
+        ceiling_per_shard: z.number().positive().max(1000).default(300),
+        floor_per_shard: z.number().min(0).max(100).default(3),
+        runs: z.number().int().min(1).max(12).default(2),
+        min_interval_minutes: z.number().int().min(1).max(1440).default(30),
+        max_shards: z.number().int().min(1).max(1024).default(64),
+      })
+      .strict()
+      .default({
+        enabled: false,
+        ceiling_per_shard: 300,
+        floor_per_shard: 3,
+        runs: 2,
+        min_interval_minutes: 30,
+        max_shards: 64,
+      }),
     /** Audit events older than this are deleted by op-mgmt's cron, in batches (docs/storage.md). */
     audit_retention_days: z.number().int().min(1).max(3650).default(90),
     /** The cron trigger rotates keys older than this. */

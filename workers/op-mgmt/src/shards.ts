@@ -1,7 +1,8 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
-import { STORE_NAMES } from "../../shared/config";
+import { type Config, STORE_NAMES, type StoreName } from "../../shared/config";
+import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { forgetLiveGenerations } from "../../shared/live-shards";
@@ -61,28 +62,48 @@ export const appendInput = z.object({ store: z.enum(STORE_NAMES), shards: z.numb
  */
 export async function appendGeneration(c: Context<AppEnv>): Promise<Response> {
   const input = await body(c, appendInput);
-  const config = c.get("config");
-  const now = Date.now();
-  const pendingUntil = config.SHARDS.issueFrom[input.store].at(-1) ?? 0;
+  const appended = await appendShardGeneration(c.env, c.get("config"), input.store, input.shards, Date.now());
+  return json(
+    {
+      store: input.store,
+      generation: appended.generation,
+      shards: input.shards,
+      issue_from: new Date(appended.issueFrom).toISOString(),
+    },
+    201,
+  );
+}
+
+/**
+ * Appends a generation of `shards` to `store` (the admin API and the controller): its index follows
+ * every generation SHARDS and D1 hold; it is issued into from `shard_config_cache_seconds` plus a
+ * minute on. `conflict` while the store's newest generation is still pending, or when another append
+ * won the race.
+ */
+export async function appendShardGeneration(
+  env: Env,
+  config: Config,
+  store: StoreName,
+  shards: number,
+  now: number,
+): Promise<{ generation: number; issueFrom: number }> {
+  const pendingUntil = config.SHARDS.issueFrom[store].at(-1) ?? 0;
   if (pendingUntil > now)
     throw new OAuthError(
       "conflict",
-      `generation ${config.SHARDS[input.store].length - 1} of ${input.store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
+      `generation ${config.SHARDS[store].length - 1} of ${store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
     );
-  const last = await c.env.DB.prepare("SELECT MAX(gen) AS gen FROM shard_generations WHERE store = ?")
-    .bind(input.store)
+  const last = await env.DB.prepare("SELECT MAX(gen) AS gen FROM shard_generations WHERE store = ?")
+    .bind(store)
     .first<{ gen: number | null }>();
-  const generation = Math.max(config.SHARDS[input.store].length, (last?.gen ?? -1) + 1);
+  const generation = Math.max(config.SHARDS[store].length, (last?.gen ?? -1) + 1);
   const issueFrom = now + (config.POLICY.shard_config_cache_seconds + 60) * 1000;
-  const { meta } = await c.env.DB.prepare(
+  const { meta } = await env.DB.prepare(
     "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
   )
-    .bind(input.store, generation, input.shards, issueFrom, now)
+    .bind(store, generation, shards, issueFrom, now)
     .run();
   if (!meta.changes) throw new OAuthError("conflict", "another generation was appended at the same time; look again");
   forgetLiveGenerations();
-  return json(
-    { store: input.store, generation, shards: input.shards, issue_from: new Date(issueFrom).toISOString() },
-    201,
-  );
+  return { generation, issueFrom };
 }

@@ -1,0 +1,80 @@
+import { env } from "cloudflare:test";
+import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { runShardController } from "../../workers/op-mgmt/src/shard-controller";
+import { loadConfig } from "../../workers/shared/config";
+import { forgetLiveGenerations } from "../../workers/shared/live-shards";
+import { admin, fullLogin, registerClient, uniqueEmail, withVars } from "../support/harness";
+
+async function clean() {
+  await env.DB.batch([
+    env.DB.prepare("DELETE FROM shard_generations"),
+    env.DB.prepare("DELETE FROM shard_samples"),
+    env.DB.prepare("DELETE FROM shard_controller"),
+  ]);
+  forgetLiveGenerations();
+}
+beforeEach(clean);
+afterAll(clean);
+
+const controllerEnv = (over: Record<string, unknown> = {}) =>
+  withVars({
+    POLICY: JSON.stringify({
+      client_cache_seconds: 0,
+      shard_controller: {
+        enabled: true,
+        ceiling_per_shard: 0.5,
+        floor_per_shard: 0,
+        runs: 1,
+        min_interval_minutes: 1,
+        max_shards: 8,
+        ...over,
+      },
+    }),
+  });
+
+describe("the shard controller (issue 13)", () => {
+  it("does nothing unless enabled", async () => {
+    expect(await runShardController(env as never, loadConfig(env), Date.now())).toEqual([]);
+  });
+
+  it("samples first, then doubles a store whose busiest shard ran above the ceiling, as a live generation", async () => {
+    const e = controllerEnv();
+    const config = loadConfig(e);
+    const t0 = Date.now();
+    // The first run only records each shard's counter: no rate yet.
+    const first = await runShardController(e as never, config, t0);
+    expect(first.map((d) => d.action)).toEqual(["none", "none", "none", "none", "none"]);
+    expect(first.every((d) => d.busiest === null)).toBe(true);
+
+    // Six logins in the next two seconds: each session shard of three takes calls well above 0.5/s.
+    const client = await registerClient({}, e);
+    for (let i = 0; i < 6; i++) await fullLogin(client, uniqueEmail("ctl"), { env: e });
+    const second = await runShardController(e as never, config, t0 + 2_000);
+    const session = second.find((d) => d.store === "session");
+    expect(session).toMatchObject({ action: "grow", from: 3, to: 6 });
+    expect(session?.busiest).toBeGreaterThan(0.5);
+    const listed = (await (await admin("/shards", {}, e)).json()) as {
+      stores: Record<string, { generations: number[]; issue_from: (string | null)[] }>;
+    };
+    expect(listed.stores.session?.generations).toEqual([3, 6]);
+    expect(listed.stores.session?.issue_from[1]).toBe(new Date(t0 + 2_000 + 90_000).toISOString());
+
+    // While that generation is pending the controller does not append another.
+    for (let i = 0; i < 3; i++) await fullLogin(client, uniqueEmail("ctl"), { env: e });
+    const third = await runShardController(e as never, config, t0 + 4_000);
+    expect(third.find((d) => d.store === "session")?.action).not.toBe("grow");
+    const again = (await (await admin("/shards", {}, e)).json()) as typeof listed;
+    expect(again.stores.session?.generations).toEqual([3, 6]);
+  });
+
+  it("halves a store whose every shard stayed below the floor, after the runs it asks for", async () => {
+    const e = controllerEnv({ ceiling_per_shard: 1000, floor_per_shard: 100, runs: 2 });
+    const config = loadConfig(e);
+    const t0 = Date.now();
+    await runShardController(e as never, config, t0);
+    const once = await runShardController(e as never, config, t0 + 60_000);
+    expect(once.find((d) => d.store === "code")?.action).toBe("none"); // one cold run of the two it needs
+    const twice = await runShardController(e as never, config, t0 + 120_000);
+    expect(twice.find((d) => d.store === "code")).toMatchObject({ action: "shrink", from: 3, to: 1 });
+  });
+});

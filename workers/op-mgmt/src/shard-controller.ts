@@ -1,0 +1,144 @@
+import { recordAudit } from "../../shared/audit";
+import { type Config, STORE_NAMES, type StoreName } from "../../shared/config";
+import type { Env } from "../../shared/env";
+import { OAuthError } from "../../shared/errors";
+import { withLiveShards } from "../../shared/live-shards";
+import { errorField, log } from "../../shared/log";
+import { currentGeneration } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
+import { appendShardGeneration } from "./shards";
+
+/**
+ * The cron that runs only the shard controller (the hourly one runs it too). Not exported from the
+ * Worker's entry module: workerd takes every export there as a handler.
+ */
+export const CONTROLLER_CRON = "*/5 * * * *";
+
+interface Sample {
+  shard: number;
+  served: number;
+  since: number;
+}
+
+export interface ControllerDecision {
+  store: StoreName;
+  /** Calls a second of the busiest shard and of the whole generation since the last run; null on the first. */
+  busiest: number | null;
+  total: number | null;
+  action: "none" | "grow" | "shrink" | "waiting";
+  from?: number;
+  to?: number;
+}
+
+/**
+ * The shard controller (issue 13), run by op-mgmt's cron when `POLICY.shard_controller.enabled`. Each
+ * run samples every shard of each store's current generation (its served-call counter) and compares
+ * with the last run's samples (D1 `shard_samples`): a counter that restarted (the object was evicted)
+ * gives no rate this run. A store whose busiest shard is above the ceiling for `runs` runs in a row
+ * gets a generation with twice the shards (capped); one whose every shard is below the floor, half.
+ * Never sooner than `min_interval_minutes` after its last change, never while a generation is pending.
+ * Each change is appended like `POST /admin/v1/shards` and is a `shard_change` audit event.
+ */
+export async function runShardController(env: Env, base: Config, now: number): Promise<ControllerDecision[]> {
+  const policy = base.POLICY.shard_controller;
+  if (!policy.enabled) return [];
+  const config = await withLiveShards(env, base);
+  const decisions: ControllerDecision[] = [];
+  for (const store of STORE_NAMES) {
+    try {
+      decisions.push(await controlStore(env, config, store, now));
+    } catch (err) {
+      log("error", "shard controller: a store could not be sampled", { store, error: errorField(err) });
+    }
+  }
+  return decisions;
+}
+
+async function controlStore(env: Env, config: Config, store: StoreName, now: number): Promise<ControllerDecision> {
+  const policy = config.POLICY.shard_controller;
+  const gen = currentGeneration(config.SHARDS, store, now);
+  const count = config.SHARDS[store][gen] as number;
+  const samples: Sample[] = await Promise.all(
+    Array.from({ length: count }, async (_, s) => {
+      // Every store has `stats()`; the stub's type is not narrowed over the union of stores here.
+      const stub = shard(env, store, { store, gen, shard: s }) as unknown as { stats(): Promise<Sample> };
+      const stats = await stub.stats();
+      return { shard: s, served: stats.served, since: stats.since };
+    }),
+  );
+  const { results: previous } = await env.DB.prepare(
+    "SELECT shard, served, since, at FROM shard_samples WHERE store = ? AND gen = ?",
+  )
+    .bind(store, gen)
+    .all<Sample & { at: number }>();
+  await env.DB.batch([
+    env.DB.prepare("DELETE FROM shard_samples WHERE store = ? AND gen != ?").bind(store, gen),
+    ...samples.map((x) =>
+      env.DB.prepare(
+        `INSERT INTO shard_samples (store, gen, shard, served, since, at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT(store, gen, shard) DO UPDATE SET served = excluded.served, since = excluded.since, at = excluded.at`,
+      ).bind(store, gen, x.shard, x.served, x.since, now),
+    ),
+  ]);
+  const before = new Map(previous.map((p) => [p.shard, p]));
+  const rates: number[] = [];
+  for (const x of samples) {
+    const p = before.get(x.shard);
+    if (!p || p.since !== x.since || x.served < p.served || now <= p.at) continue;
+    rates.push(((x.served - p.served) * 1000) / (now - p.at));
+  }
+  if (rates.length < samples.length) return { store, busiest: null, total: null, action: "none" };
+  const busiest = Math.max(...rates);
+  const total = rates.reduce((a, b) => a + b, 0);
+  const hot = busiest > policy.ceiling_per_shard;
+  const cold = count > 1 && rates.every((r) => r < policy.floor_per_shard);
+  const state = (await env.DB.prepare(
+    "SELECT hot_runs, cold_runs, last_change_at FROM shard_controller WHERE store = ?",
+  )
+    .bind(store)
+    .first<{ hot_runs: number; cold_runs: number; last_change_at: number }>()) ?? {
+    hot_runs: 0,
+    cold_runs: 0,
+    last_change_at: 0,
+  };
+  const hotRuns = hot ? state.hot_runs + 1 : 0;
+  const coldRuns = cold ? state.cold_runs + 1 : 0;
+  let action: ControllerDecision["action"] = "none";
+  let to = count;
+  if (hotRuns >= policy.runs && count < policy.max_shards) to = Math.min(policy.max_shards, count * 2);
+  else if (coldRuns >= policy.runs) to = Math.max(1, Math.floor(count / 2));
+  let lastChange = state.last_change_at;
+  if (to !== count) {
+    if (now - state.last_change_at < policy.min_interval_minutes * 60_000) action = "waiting";
+    else {
+      try {
+        await appendShardGeneration(env, config, store, to, now);
+        action = to > count ? "grow" : "shrink";
+        lastChange = now;
+        await recordAudit(env, config, {
+          kind: "shard_change",
+          detail: {
+            store,
+            from: count,
+            to,
+            busiest: Math.round(busiest),
+            total: Math.round(total),
+            trigger: "controller",
+          },
+        });
+      } catch (err) {
+        if (!(err instanceof OAuthError && err.code === "conflict")) throw err;
+        action = "waiting"; // a generation is pending: decide again once it is live
+      }
+    }
+  }
+  const changed = action === "grow" || action === "shrink";
+  await env.DB.prepare(
+    `INSERT INTO shard_controller (store, hot_runs, cold_runs, last_change_at) VALUES (?, ?, ?, ?)
+     ON CONFLICT(store) DO UPDATE SET hot_runs = excluded.hot_runs, cold_runs = excluded.cold_runs,
+       last_change_at = excluded.last_change_at`,
+  )
+    .bind(store, changed ? 0 : hotRuns, changed ? 0 : coldRuns, lastChange)
+    .run();
+  return { store, busiest, total, action, ...(to !== count ? { from: count, to } : {}) };
+}
