@@ -41,21 +41,30 @@ export class AuthCodeStore extends ShardStore {
         login TEXT,
         expires_at INTEGER NOT NULL) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS device_grants_exp ON device_grants(expires_at)",
-      // Wrong user codes typed on this shard, per minute: the bound on guessing them (RFC 8628 §5.1).
-      `CREATE TABLE IF NOT EXISTS user_code_failures (
-        minute INTEGER PRIMARY KEY,
+      // Wrong user codes typed on this shard, per minute and source: the bound on guessing them
+      // (RFC 8628 §5.1). A first version counted per minute only; nothing reads it.
+      "DROP TABLE IF EXISTS user_code_failures",
+      `CREATE TABLE IF NOT EXISTS user_code_misses (
+        minute INTEGER NOT NULL,
+        source_key TEXT NOT NULL,
         n INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL)`,
-      "CREATE INDEX IF NOT EXISTS user_code_failures_exp ON user_code_failures(expires_at)",
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (minute, source_key)) WITHOUT ROWID`,
+      "CREATE INDEX IF NOT EXISTS user_code_misses_exp ON user_code_misses(expires_at)",
     ];
   }
 
   protected expiringTables(): string[] {
-    return ["spent_codes", "device_grants", "user_code_failures"];
+    return ["spent_codes", "device_grants", "user_code_misses"];
   }
 
-  /** Wrong user codes this shard takes in a minute before it refuses every lookup until the next one. */
-  static readonly USER_CODE_FAILURES_PER_MINUTE = 60;
+  /** Wrong user codes one source may type on this shard in a minute; then its lookups wait for the next. */
+  static readonly USER_CODE_MISSES_PER_SOURCE = 20;
+  /**
+   * Wrong user codes from every source together in a minute, a circuit breaker far above one person's
+   * typos: past it the shard refuses every lookup until the minute ends.
+   */
+  static readonly USER_CODE_MISSES_PER_SHARD = 600;
 
   /** Records a device's request (RFC 8628 §3.2); false when the user code is taken (the Worker draws another). */
   async startDevice(a: StartDevice): Promise<boolean> {
@@ -76,13 +85,22 @@ export class AuthCodeStore extends ShardStore {
 
   /**
    * The pending request a person's user code names (RFC 8628 §3.3). A code that names none counts
-   * against the shard's minute; past the bound, every lookup here is refused until the minute ends.
+   * against its source's minute on this shard, and the shard's; past either bound, lookups (from that
+   * source, or from all) are refused until the minute ends, so one guesser cannot lock everyone out.
    */
-  async findDevice(userCode: string, now: number): Promise<DeviceView> {
+  async findDevice(userCode: string, sourceKey: string, now: number): Promise<DeviceView> {
     const minute = Math.floor(now / 60_000);
-    const failures =
-      this.sql.exec<{ n: number }>("SELECT n FROM user_code_failures WHERE minute = ?", minute).toArray()[0]?.n ?? 0;
-    if (failures >= AuthCodeStore.USER_CODE_FAILURES_PER_MINUTE)
+    const misses = this.sql
+      .exec<{ own: number | null; total: number | null }>(
+        "SELECT SUM(CASE WHEN source_key = ? THEN n END) AS own, SUM(n) AS total FROM user_code_misses WHERE minute = ?",
+        sourceKey,
+        minute,
+      )
+      .one();
+    if (
+      (misses.own ?? 0) >= AuthCodeStore.USER_CODE_MISSES_PER_SOURCE ||
+      (misses.total ?? 0) >= AuthCodeStore.USER_CODE_MISSES_PER_SHARD
+    )
       return { status: "throttled", retry_after: Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000)) };
     const row = this.sql
       .exec<{ client_id: string; scope: string; expires_at: number }>(
@@ -94,9 +112,10 @@ export class AuthCodeStore extends ShardStore {
     if (row) return { status: "pending", ...row };
     const expiresAt = (minute + 2) * 60_000;
     this.sql.exec(
-      `INSERT INTO user_code_failures (minute, n, expires_at) VALUES (?, 1, ?)
-       ON CONFLICT(minute) DO UPDATE SET n = n + 1`,
+      `INSERT INTO user_code_misses (minute, source_key, n, expires_at) VALUES (?, ?, 1, ?)
+       ON CONFLICT(minute, source_key) DO UPDATE SET n = n + 1`,
       minute,
+      sourceKey,
       expiresAt,
     );
     await this.expireAt(expiresAt);

@@ -103,23 +103,28 @@ describe("AuthCodeStore: device grants (RFC 8628)", () => {
     const s = fresh();
     expect(await start(s, "BCDFGHJK")).toBe(true);
     expect(await start(s, "BCDFGHJK")).toBe(false);
-    expect(await s.findDevice("BCDFGHJK", T0)).toMatchObject({
+    expect(await s.findDevice("BCDFGHJK", "src-a", T0)).toMatchObject({
       status: "pending",
       client_id: "kwc_tv",
       scope: "openid",
     });
-    expect(await s.findDevice("BCDFGHJK", T0 + 600_000)).toEqual({ status: "unknown" });
+    expect(await s.findDevice("BCDFGHJK", "src-a", T0 + 600_000)).toEqual({ status: "unknown" });
   });
 
-  it("bounds guessing: 60 wrong codes in a minute refuse every lookup on the shard until the next minute", async () => {
+  it("bounds guessing per source (20 a minute) and, as a breaker, per shard (600), never one guesser for all", async () => {
     const s = fresh();
     await start(s, "BCDFGHJK");
     const minute = Math.floor(T0 / 60_000) * 60_000;
-    for (let i = 0; i < 60; i++)
-      expect((await s.findDevice(`ZZZZZZ${String.fromCharCode(66 + (i % 20))}B`, minute + i)).status).toBe("unknown");
-    // Even the right code is refused now: the bound is on the shard, not on the guesser.
-    expect(await s.findDevice("BCDFGHJK", minute + 100)).toEqual({ status: "throttled", retry_after: 60 });
-    expect((await s.findDevice("BCDFGHJK", minute + 60_000)).status).toBe("pending");
+    const wrong = (i: number) => `ZZZZZZ${String.fromCharCode(66 + (i % 20))}B`;
+    for (let i = 0; i < 20; i++) expect((await s.findDevice(wrong(i), "guesser", minute + i)).status).toBe("unknown");
+    // The guesser's lookups wait for the next minute, even of a right code...
+    expect(await s.findDevice("BCDFGHJK", "guesser", minute + 100)).toEqual({ status: "throttled", retry_after: 60 });
+    // ...and everyone else's go on.
+    expect((await s.findDevice("BCDFGHJK", "person", minute + 100)).status).toBe("pending");
+    // Many sources together trip the shard's breaker, for everyone, until the minute ends.
+    for (let i = 0; i < 580; i++) await s.findDevice(wrong(i), `bot-${Math.floor(i / 19)}`, minute + 200);
+    expect((await s.findDevice("BCDFGHJK", "person", minute + 300)).status).toBe("throttled");
+    expect((await s.findDevice("BCDFGHJK", "person", minute + 60_000)).status).toBe("pending");
   });
 
   it("decides once, answers approved once, then nothing", async () => {

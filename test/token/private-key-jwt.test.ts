@@ -36,7 +36,7 @@ type Key = Awaited<ReturnType<typeof keyPair>>;
 
 function assertion(client: TestClient, key: Key, claims: Record<string, unknown> = {}, lifetime = 60) {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ jti: crypto.randomUUID(), aud: `${ISSUER}/token`, ...claims })
+  return new SignJWT({ jti: crypto.randomUUID(), aud: ISSUER, ...claims })
     .setProtectedHeader({ alg: key.jwk.alg, kid: key.jwk.kid })
     .setIssuer(client.client_id)
     .setSubject(client.client_id)
@@ -100,11 +100,8 @@ describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () 
       );
       expect(token.status, await token.clone().text()).toBe(200);
       const { access_token } = (await token.json()) as { access_token: string };
-      // The audience may also be the issuer, or the endpoint called.
-      const intro = await post(
-        "/introspect",
-        withAssertion(await assertion(client, key, { aud: `${ISSUER}/introspect` }), { token: access_token }),
-      );
+      // The same kind of assertion (audience: the issuer) at every endpoint.
+      const intro = await post("/introspect", withAssertion(await assertion(client, key), { token: access_token }));
       expect(await intro.json(), "introspect").toMatchObject({ active: true, client_id: client.client_id });
       const revoked = await post(
         "/revoke",
@@ -132,6 +129,9 @@ describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () 
       await assertion(client, stranger), // a key the client did not register
       await assertion(other.client, key), // signed with client's key, claims to be the other client
       await assertion(client, key, { aud: "https://elsewhere.example" }),
+      // RFC 7523bis: only the issuer identifier, alone; an endpoint or a list could be another server's.
+      await assertion(client, key, { aud: `${ISSUER}/token` }),
+      await assertion(client, key, { aud: [ISSUER, "https://other-as.example"] }),
       await assertion(client, key, {}, -10), // expired
       await assertion(client, key, {}, 3600), // would have to be remembered an hour
       await new SignJWT({})

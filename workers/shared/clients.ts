@@ -3,7 +3,7 @@ import type { Config } from "./config";
 import { sha256, timingSafeEqualString } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
-import { routeKey } from "./sharding";
+import { currentGeneration, routeKeyIn, type ShardRef } from "./sharding";
 import { shard } from "./stores";
 
 export type AuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt";
@@ -110,7 +110,7 @@ export async function authenticateClient(
   if (form.client_assertion_type !== undefined || form.client_assertion !== undefined) {
     if (header !== null || form.client_secret !== undefined)
       throw new OAuthError("invalid_request", "use one client authentication method");
-    return authenticateByAssertion(env, config, req, form);
+    return authenticateByAssertion(env, config, form);
   }
   let clientId: string | undefined;
   let secret: string | undefined;
@@ -167,21 +167,40 @@ export async function authenticateClient(
 }
 
 const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/**
+ * The assertion's claims if it verifies against the client's keys: RS256 or ES256, `iss` = `sub` =
+ * client_id, `exp` and `jti` present, and `aud` exactly the issuer identifier, a single value
+ * (RFC 7523bis: an audience naming an endpoint, or several audiences, lets another authorization
+ * server the client trusts replay the assertion here). Null otherwise.
+ */
+async function verifyAssertion(config: Config, client: Client, assertion: string): Promise<JWTPayload | null> {
+  if (client.token_endpoint_auth_method !== "private_key_jwt" || !client.jwks) return null;
+  try {
+    const { payload } = await jwtVerify(assertion, createLocalJWKSet(client.jwks as JSONWebKeySet), {
+      algorithms: ["RS256", "ES256"],
+      issuer: client.client_id,
+      subject: client.client_id,
+      audience: config.ISSUER,
+      requiredClaims: ["exp", "jti"],
+    });
+    const aud = payload.aud;
+    const single = typeof aud === "string" ? aud : Array.isArray(aud) && aud.length === 1 ? aud[0] : undefined;
+    return single === config.ISSUER ? payload : null;
+  } catch {
+    return null;
+  }
+}
 /** How far ahead an assertion may expire: it is remembered (single use) until then. */
 const MAX_ASSERTION_SECONDS = 300;
 
 /**
  * private_key_jwt (RFC 7523 §2.2, OIDC Core §9): a JWT the client signed with a key it registered,
- * `iss` = `sub` = client_id, `aud` the issuer or the endpoint called, a `jti`, and an `exp` at most
- * five minutes ahead. Each assertion is used once: its jti is recorded in a revocation shard until it
+ * `iss` = `sub` = client_id, `aud` the issuer identifier alone, a `jti`, and an `exp` at most five
+ * minutes ahead. Each assertion is used once: its jti is recorded in a revocation shard until it
  * expires, and a second use is `invalid_client`.
  */
-async function authenticateByAssertion(
-  env: Env,
-  config: Config,
-  req: Request,
-  form: Record<string, string>,
-): Promise<Client> {
+async function authenticateByAssertion(env: Env, config: Config, form: Record<string, string>): Promise<Client> {
   if (form.client_assertion_type !== JWT_BEARER)
     throw new OAuthError("invalid_request", `client_assertion_type must be ${JWT_BEARER}`);
   const assertion = form.client_assertion;
@@ -194,30 +213,36 @@ async function authenticateByAssertion(
   }
   const clientId = form.client_id ?? claimed;
   if (!clientId || (claimed !== undefined && claimed !== clientId)) throw invalidClient();
-  const client = await findClient(env, config, clientId);
-  if (client?.token_endpoint_auth_method !== "private_key_jwt" || !client.jwks) throw invalidClient();
-  const endpoint = `${config.ISSUER}${new URL(req.url).pathname}`;
-  let payload: JWTPayload;
-  try {
-    ({ payload } = await jwtVerify(assertion, createLocalJWKSet(client.jwks as JSONWebKeySet), {
-      algorithms: ["RS256", "ES256"],
-      issuer: clientId,
-      subject: clientId,
-      audience: [config.ISSUER, `${config.ISSUER}/token`, endpoint],
-      requiredClaims: ["exp", "jti"],
-    }));
-  } catch {
-    throw invalidClient("client_assertion is invalid or expired");
+  let client = await findClient(env, config, clientId);
+  let payload = client ? await verifyAssertion(config, client, assertion) : null;
+  // A cached registration may predate a key rotation: a failure is checked against D1 once more, so a
+  // new key works at once and a removed one stops at once in every isolate.
+  if (!payload && config.POLICY.client_cache_seconds > 0) {
+    forgetClient(clientId);
+    client = await findClient(env, config, clientId);
+    payload = client ? await verifyAssertion(config, client, assertion) : null;
   }
+  if (!client || !payload) throw invalidClient("client_assertion is invalid or expired");
   const now = Math.floor(Date.now() / 1000);
   const exp = payload.exp as number;
   if (exp > now + MAX_ASSERTION_SECONDS)
     throw invalidClient(`client_assertion may live at most ${MAX_ASSERTION_SECONDS} s`);
+  // Used once: recorded on the revocation shard the key hashes to in the current generation and, for
+  // the assertion's lifetime after a generation switch, in the one before, where a use just before the
+  // switch was recorded.
   const key = `assertion:${await sha256(`${clientId}\n${payload.jti}`)}`;
-  const fresh = await shard(env, "revocation", routeKey(config.SHARDS, "revocation", key)).useOnce(
-    key,
-    exp * 1000 + 1000,
+  const keepUntil = exp * 1000 + 1000;
+  const gen = currentGeneration(config.SHARDS, "revocation");
+  const gens = [gen];
+  const switchedAt = config.SHARDS.issueFrom.revocation[gen] ?? 0;
+  if (gen > 0 && Date.now() - switchedAt < MAX_ASSERTION_SECONDS * 1000) gens.push(gen - 1);
+  const used = await Promise.all(
+    gens.map((g) => {
+      const ref = routeKeyIn(config.SHARDS, "revocation", key, g) as ShardRef;
+      return shard(env, "revocation", ref).useOnce(key, keepUntil);
+    }),
   );
+  const fresh = used.every(Boolean);
   if (!fresh) throw invalidClient("client_assertion was used before");
   return client;
 }

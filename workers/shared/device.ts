@@ -42,14 +42,18 @@ export function deviceShard(config: Config, userCode: string): ShardRef {
 }
 
 /**
- * The shards a typed user code may live on: the generation codes are issued into now, then the one
- * before (a request lives minutes, so no older generation can hold a live one).
+ * The shards a typed user code may live on: the generation codes are issued into now, then each one
+ * before it that was still issued into within a request's lifetime (`device_code_ttl_seconds`).
  */
-export function deviceShardsToTry(config: Config, userCode: string): ShardRef[] {
+export function deviceShardsToTry(config: Config, userCode: string, now = Date.now()): ShardRef[] {
   const refs: ShardRef[] = [];
-  for (let gen = currentGeneration(config.SHARDS, "code"); gen >= 0 && refs.length < 2; gen--) {
+  const ttl = config.POLICY.device_code_ttl_seconds * 1000;
+  const from = config.SHARDS.issueFrom.code;
+  for (let gen = currentGeneration(config.SHARDS, "code", now); gen >= 0; gen--) {
     const ref = routeKeyIn(config.SHARDS, "code", userCode, gen);
     if (ref) refs.push(ref);
+    // Generation gen - 1 stopped taking new requests when gen began; older than a lifetime, none is live.
+    if (now - (from[gen] ?? 0) > ttl) break;
   }
   return refs;
 }

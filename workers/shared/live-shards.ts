@@ -1,5 +1,6 @@
 import { type Config, STORE_NAMES, type StoreName, withGenerations } from "./config";
 import type { Env } from "./env";
+import { unavailable } from "./errors";
 import { errorField, log } from "./log";
 
 /**
@@ -28,8 +29,11 @@ export async function liveGenerations(env: Env, config: Config, now = Date.now()
     ).all<LiveGeneration>();
     cache = { readAt: now, rows: results.filter((r) => (STORE_NAMES as readonly string[]).includes(r.store)) };
   } catch (err) {
-    log("warn", "live shard generations could not be read; keeping the last known", { error: errorField(err) });
-    cache = { readAt: now, rows: cache?.rows ?? [] };
+    // Without them an isolate would refuse every id of a live generation as made up: with nothing
+    // known yet, answer 503 (retry) rather than guess; with something known, keep it and retry soon.
+    log("warn", "live shard generations could not be read", { error: errorField(err) });
+    if (!cache) throw unavailable(1);
+    cache = { readAt: now - ttl + 5_000, rows: cache.rows };
   }
   return cache.rows;
 }
@@ -48,6 +52,14 @@ export async function withLiveShards(env: Env, config: Config): Promise<Config> 
   >;
   const extra: LiveGeneration[] = [];
   for (const row of rows) {
+    const listed = config.SHARDS[row.store][row.gen];
+    if (listed !== undefined && listed !== row.shards)
+      log("error", "SHARDS and a live generation disagree; SHARDS wins, and ids of the other count may be refused", {
+        store: row.store,
+        gen: row.gen,
+        shards: listed,
+        live: row.shards,
+      });
     if (row.gen !== next[row.store]) continue;
     extra.push(row);
     next[row.store]++;

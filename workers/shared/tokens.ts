@@ -44,7 +44,9 @@ export function accessTokenAudience(config: Config): string {
  */
 export function newJti(config: Config, sid: string, secret?: string): string {
   const parsed = parseId(config, "sid", sid);
-  if (!parsed) throw new Error("sid is not a Keyway sid");
+  // A sid no longer accepted (an id of the format before the MAC, past legacy_ids_until): the grant
+  // it belongs to cannot be honoured.
+  if (!parsed) throw new OAuthError("invalid_grant", "the login this grant belongs to is no longer valid");
   return issueId(config, "jti", parsed.ref, secret).id;
 }
 

@@ -8,7 +8,7 @@ import { cookieName, isForm, parseForm, readBodyText, setCookie } from "../../sh
 import type { ShardRef } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { pageError } from "./errors";
-import { takeIpQuota } from "./ip-quota";
+import { sourceKeyOf, takeIpQuota } from "./ip-quota";
 import { deviceCodePage, deviceConsentPage, emailStep, messagePage } from "./login-page";
 import { beginLoginTx } from "./login-tx";
 import { type BrowserSession, currentSession, sessionStillStands, TX_COOKIE } from "./sessions";
@@ -125,9 +125,10 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
 
 async function findPending(c: Context<AppEnv>, userCode: string): Promise<{ view: DeviceView; ref?: ShardRef }> {
   const now = Date.now();
+  const source = await sourceKeyOf(c);
   let view: DeviceView = { status: "unknown" };
-  for (const ref of deviceShardsToTry(c.get("config"), userCode)) {
-    view = await shard(c.env, "code", ref).findDevice(userCode, now);
+  for (const ref of deviceShardsToTry(c.get("config"), userCode, now)) {
+    view = await shard(c.env, "code", ref).findDevice(userCode, source, now);
     if (view.status !== "unknown") return { view, ref };
   }
   return { view };

@@ -14,7 +14,7 @@ import { issueId, parseId, routeKeyIn } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { pageError } from "./errors";
-import { clientAddress, takeIpQuota } from "./ip-quota";
+import { sourceKeyOf, takeIpQuota } from "./ip-quota";
 import { codeStep, emailStep } from "./login-page";
 import { type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
 import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
@@ -104,14 +104,6 @@ function challengeShard(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
   // A sealed generation the config lacks: only a config that dropped a generation gets here.
   if (!ref) throw fail("invalid_request", "the login transaction is unknown or expired");
   return shard(c.env, "challenge", ref);
-}
-
-/**
- * Where a code request or guess comes from, as the per-address failure limits count it: the client's
- * address (an IPv6 /48, as the verify quota groups it), under an HMAC so the shard holds no address.
- */
-function sourceKeyOf(c: Context<AppEnv>): Promise<string> {
-  return hmac(c.get("config").OTP_HMAC_SECRET, `source:${clientAddress(c.req.raw, 48)}`);
 }
 
 function otpPolicy(config: Config): OtpPolicy {

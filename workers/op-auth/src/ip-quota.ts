@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
+import { hmac } from "../../shared/crypto";
 import { OAuthError } from "../../shared/errors";
 import { NO_STORE } from "../../shared/http";
 
@@ -85,4 +86,13 @@ async function weighedLimit(limiter: RateLimit, key: string, perMinute: number):
   }
   const options = { key, limit: perMinute, period: RATE_LIMIT_PERIOD_SECONDS } as RateLimitOptions;
   return (await limiter.limit(options)).success;
+}
+
+/**
+ * Where a guess (an email code, a device's user code) comes from, as the per-address limits in the
+ * stores count it: the client's address (an IPv6 /48, as the verify quota groups it), under an HMAC so
+ * no store holds an address.
+ */
+export function sourceKeyOf(c: Context<AppEnv>): Promise<string> {
+  return hmac(c.get("config").OTP_HMAC_SECRET, `source:${clientAddress(c.req.raw, 48)}`);
 }

@@ -87,15 +87,18 @@ export async function appendShardGeneration(
   shards: number,
   now: number,
 ): Promise<{ generation: number; issueFrom: number }> {
-  const pendingUntil = config.SHARDS.issueFrom[store].at(-1) ?? 0;
+  // From D1, not this isolate's cache: an append another isolate made a moment ago counts.
+  const last = await env.DB.prepare(
+    "SELECT MAX(gen) AS gen, MAX(issue_from) AS issue_from FROM shard_generations WHERE store = ?",
+  )
+    .bind(store)
+    .first<{ gen: number | null; issue_from: number | null }>();
+  const pendingUntil = Math.max(config.SHARDS.issueFrom[store].at(-1) ?? 0, last?.issue_from ?? 0);
   if (pendingUntil > now)
     throw new OAuthError(
       "conflict",
-      `generation ${config.SHARDS[store].length - 1} of ${store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
+      `a generation of ${store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
     );
-  const last = await env.DB.prepare("SELECT MAX(gen) AS gen FROM shard_generations WHERE store = ?")
-    .bind(store)
-    .first<{ gen: number | null }>();
   const generation = Math.max(config.SHARDS[store].length, (last?.gen ?? -1) + 1);
   const issueFrom = now + (config.POLICY.shard_config_cache_seconds + 60) * 1000;
   const { meta } = await env.DB.prepare(
