@@ -14,6 +14,7 @@ export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const K6_PATH = join(REPO, ".keyway", "bin", "k6");
 export const K6_VERSION = "v1.8.1"; // the same pin as tools/k6-install.mjs
 export const FULL_LOGIN = join(REPO, "k6", "full-login.js");
+export const RESHARD = join(REPO, "k6", "reshard.js");
 
 /** The k6 version at K6_PATH, or null when there is none. */
 export function installedK6() {

@@ -1,0 +1,122 @@
+// Shard counts changed in the middle of a load run (issue 13): full logins at RATE/s (ramping arrival
+// rate) while one VU doubles every store's shard count through POST /admin/v1/shards. The new
+// generations are routed at once and issued into from their issue_from; the run checks that no login
+// fails across the change, that logins after it land in the new generations, that a refresh token
+// from before the change still rotates, and that replaying it still revokes its family.
+//
+//   k6 run -e ADMIN_TOKEN=... -e RATE=5 -e HOLD=80 k6/reshard.js    (the stack's POLICY should have a
+//   short shard_config_cache_seconds, e.g. 1, so the switch comes 61 s after the append; npm run smoke
+//   runs it so)
+import { check, sleep } from "k6";
+import exec from "k6/execution";
+import http from "k6/http";
+import { Counter, Rate } from "k6/metrics";
+import { createClient, deleteClient, requireAdminToken } from "./lib/admin.js";
+import {
+  ADMIN_TOKEN,
+  arrivalScenario,
+  BASE_URL,
+  bool,
+  cloudOptions,
+  REQUEST_TIMEOUT,
+  usersNeeded,
+} from "./lib/config.js";
+import { basicAuth, jsonBody } from "./lib/http-util.js";
+import { login } from "./lib/login.js";
+import { emailForIteration, newRunId, seededEmail, seedUsers } from "./lib/users.js";
+
+const SCOPE = "openid email offline_access";
+const STORES = ["session", "challenge", "code", "revocation", "refresh"];
+const ADMIN = { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" };
+
+const crossed = new Counter("logins_in_new_generation");
+const reshardChecks = new Rate("reshard_checks");
+
+export const options = {
+  scenarios: {
+    logins: arrivalScenario(1.0, { exec: "logins" }),
+    reshard: {
+      executor: "per-vu-iterations",
+      vus: 1,
+      iterations: 1,
+      exec: "reshard",
+      startTime: "1s",
+      maxDuration: "5m",
+    },
+  },
+  thresholds: {
+    // Zero failed logins across the change, and every check of the reshard VU.
+    login_success: ["rate==1"],
+    reshard_checks: ["rate==1"],
+    logins_in_new_generation: ["count>0"],
+  },
+  setupTimeout: "5m",
+  cloud: cloudOptions("Keyway reshard"),
+};
+
+export function setup() {
+  requireAdminToken();
+  const runId = newRunId();
+  const client = createClient(`k6 reshard ${runId}`, SCOPE);
+  const pool = seedUsers(runId, usersNeeded() + 2);
+  return { client, pool };
+}
+
+const generationOf = (refreshToken) => Number.parseInt(String(refreshToken).split("_")[1], 36);
+
+export function logins(data) {
+  const r = login(data.client, emailForIteration(data.pool));
+  if (r.ok && generationOf(r.tokens.refresh_token) > 0) crossed.add(1);
+}
+
+function refresh(client, token) {
+  return http.post(`${BASE_URL}/token`, `grant_type=refresh_token&refresh_token=${encodeURIComponent(token)}`, {
+    headers: {
+      Authorization: basicAuth(client.client_id, client.client_secret),
+      "Content-Type": "application/x-www-form-urlencoded",
+    },
+    timeout: REQUEST_TIMEOUT,
+    tags: { step: "Refresh", name: "POST /token refresh_token" },
+  });
+}
+
+export function reshard(data) {
+  // A login before the change, whose refresh token must outlive it. Its address is past the pool the
+  // logins scenario walks through.
+  const before = login(data.client, seededEmail(data.pool, data.pool.count - 1), { record: false });
+  reshardChecks.add(
+    check(before, { "a login before the change": (r) => r.ok && generationOf(r.tokens.refresh_token) === 0 }),
+  );
+  const listed = jsonBody(http.get(`${BASE_URL}/admin/v1/shards`, { headers: ADMIN }));
+  let switchAt = 0;
+  for (const store of STORES) {
+    const current = listed.stores[store].shards;
+    const res = http.post(`${BASE_URL}/admin/v1/shards`, JSON.stringify({ store, shards: current * 2 }), {
+      headers: ADMIN,
+    });
+    const body = jsonBody(res);
+    reshardChecks.add(check(res, { [`${store} doubled`]: (r) => r.status === 201 }));
+    if (body?.issue_from) switchAt = Math.max(switchAt, Date.parse(body.issue_from));
+  }
+  console.log(
+    `reshard: every store doubled at ${Math.round((Date.now() - exec.scenario.startTime) / 1000)} s; ids go to the new generations from ${new Date(switchAt).toISOString()}`,
+  );
+  sleep(Math.max(0, (switchAt - Date.now()) / 1000) + 2);
+  // After the switch: the old refresh token rotates; replaying it then revokes its family (RFC 9700 §4.14.2).
+  const rotated = refresh(data.client, before.tokens.refresh_token);
+  const next = jsonBody(rotated);
+  reshardChecks.add(
+    check(rotated, {
+      "a refresh token from before the change rotates": (r) => r.status === 200 && !!next?.refresh_token,
+    }),
+  );
+  sleep(6); // past the grace window for an identical retry
+  const replay = refresh(data.client, before.tokens.refresh_token);
+  reshardChecks.add(check(replay, { "replaying it is refused": (r) => r.status === 400 }));
+  const afterReplay = refresh(data.client, next?.refresh_token || "");
+  reshardChecks.add(check(afterReplay, { "and its family is revoked": (r) => r.status === 400 }));
+}
+
+export function teardown(data) {
+  if (!bool("KEEP_CLIENT", false)) deleteClient(data.client.client_id);
+}
