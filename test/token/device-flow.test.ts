@@ -6,12 +6,14 @@ import {
   ISSUER,
   latestCode,
   pinClock,
+  policy,
   registerClient,
   type TestClient,
   type Tokens,
   uniqueEmail,
   userinfo,
   verifyJwt,
+  withVars,
 } from "../support/harness";
 
 afterEach(() => {
@@ -20,15 +22,18 @@ afterEach(() => {
 
 const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
 
-const deviceClient = (overrides: Record<string, unknown> = {}) =>
-  registerClient({
-    redirect_uris: [],
-    post_logout_redirect_uris: [],
-    token_endpoint_auth_method: "none",
-    grant_types: [DEVICE_GRANT, "refresh_token"],
-    scope: "openid email offline_access",
-    ...overrides,
-  });
+const deviceClient = (overrides: Record<string, unknown> = {}, testEnv?: object) =>
+  registerClient(
+    {
+      redirect_uris: [],
+      post_logout_redirect_uris: [],
+      token_endpoint_auth_method: "none",
+      grant_types: [DEVICE_GRANT, "refresh_token"],
+      scope: "openid email offline_access",
+      ...overrides,
+    },
+    testEnv,
+  );
 
 const postForm = (path: string, params: Record<string, string>) =>
   call(path, {
@@ -203,4 +208,30 @@ describe("device authorization grant (RFC 8628, issue 14)", () => {
     expect(bad.status).toBe(400);
     expect((await deviceClient()).redirect_uris).toEqual([]);
   });
+
+  it("limits device-code lookups per address, on a page a person can read (429, Retry-After)", async () => {
+    const e = withVars({ POLICY: policy({ ip_verify_per_minute: 2, client_cache_seconds: 0 }) });
+    const client = await deviceClient({}, e);
+    // The binding counts in wall-clock minutes: start well inside one.
+    const left = 60_000 - (Date.now() % 60_000);
+    if (left < 15_000) await new Promise((resolve) => setTimeout(resolve, left + 100));
+    const started = (await (
+      await call(
+        "/device_authorization",
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({ client_id: client.client_id }),
+        },
+        e,
+      )
+    ).json()) as DeviceStart;
+    const browser = new Browser({ env: e });
+    for (let i = 0; i < 2; i++)
+      expect((await browser.fetch(`/device?user_code=${started.user_code}`)).status).toBe(200);
+    const refused = await browser.fetch(`/device?user_code=${started.user_code}`);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(refused.headers.get("retry-after")).toBe("60");
+  }, 30_000);
 });

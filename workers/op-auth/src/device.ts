@@ -4,6 +4,7 @@ import type { AppEnv } from "../../shared/app";
 import { audit } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { deviceShardsToTry, formatUserCode, normalizeUserCode } from "../../shared/device";
+import { OAuthError } from "../../shared/errors";
 import { cookieName, isForm, parseForm, readBodyText, setCookie } from "../../shared/http";
 import type { ShardRef } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
@@ -36,7 +37,7 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
       error: "That is not a device code.",
       status: 400,
     });
-  await takeIpQuota(c, "device");
+  await deviceQuota(c);
   const found = await findPending(c, userCode);
   if (found.view.status === "throttled")
     throw pageError("Too many attempts", "Too many wrong codes were tried. Wait a minute and try again.", {
@@ -99,7 +100,7 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
     throw pageError("Invalid request", "The decision is incomplete.");
   const session = await liveSession(c, config);
   if (!session) throw pageError("Signed out", "Your sign-in has ended. Enter the device code again.");
-  await takeIpQuota(c, "device");
+  await deviceQuota(c);
   const found = await findPending(c, userCode);
   if (found.view.status !== "pending" || !found.ref)
     throw pageError("Code expired", "That code is not valid any more. Start again on your device.");
@@ -121,6 +122,20 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
   return approve
     ? messagePage("Device connected", "You can return to your device now.")
     : messagePage("Request denied", "The device was not signed in. You can close this page.");
+}
+
+/** The per-address quota of device lookups, refused on a page (a person is reading), not as JSON. */
+async function deviceQuota(c: Context<AppEnv>): Promise<void> {
+  try {
+    await takeIpQuota(c, "device");
+  } catch (err) {
+    if (!(err instanceof OAuthError) || err.options.page) throw err;
+    throw pageError("Too many attempts", "Too many codes were tried from this network. Wait a minute and try again.", {
+      status: err.status,
+      code: err.code,
+      ...(err.options.retryAfter !== undefined ? { retryAfter: err.options.retryAfter } : {}),
+    });
+  }
 }
 
 async function findPending(c: Context<AppEnv>, userCode: string): Promise<{ view: DeviceView; ref?: ShardRef }> {
