@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type { FamilyGrant } from "../../../durable-objects/contract";
 import { type AppEnv, admitNewWork } from "../../shared/app";
 import { audit, recordAudit, requestAuditEvent, subjectOf } from "../../shared/audit";
 import type { AuditInput } from "../../shared/audit-event";
@@ -89,44 +90,61 @@ async function deviceCode(env: Env, config: Config, client: Client, form: Record
       throw invalidGrant("the device_code is invalid or was used");
   }
   const { login, scope } = poll;
+  const { plan, ended } = await prepareLoginGrant(
+    env,
+    config,
+    { client_id: client.client_id, ...login, scope },
+    true,
+    now,
+  );
+  if (ended) throw invalidGrant("the login that approved the device has ended");
+  return buildTokenResponse(env, config, client, plan);
+}
+
+/**
+ * A person's grant turning into tokens (a redeemed code, an approved device): the plan of its token
+ * response, and, in one round trip, whether its login still stands (a logout or session revoke of its
+ * sid, a revoke or deletion of its user since it began: the sid's revocation shard) while its refresh
+ * family is created, when `offline_access` was granted and `startFamily` allows.
+ */
+async function prepareLoginGrant(
+  env: Env,
+  config: Config,
+  grant: FamilyGrant & { nonce?: string },
+  startFamily: boolean,
+  now: number,
+): Promise<{ plan: IssuePlan; ended: boolean }> {
   const { id: grantId, ref: familyRef } = issueId(config, "grant");
   const plan: IssuePlan = {
-    grant: {
-      client_id: client.client_id,
-      sub: login.sub,
-      email: login.email,
-      sid: login.sid,
-      scope,
-      auth_time: login.auth_time,
-    },
+    grant,
     grantId,
-    scope,
-    jti: newJti(config, login.sid),
+    scope: grant.scope,
+    jti: newJti(config, grant.sid),
     iat: Math.floor(now / 1000),
   };
   let family: Promise<void> | undefined;
-  if (scope.split(" ").includes("offline_access")) {
+  if (startFamily && grant.scope.split(" ").includes("offline_access")) {
     const refreshToken = `${grantId}.${randomToken(32)}`;
     plan.refreshToken = refreshToken;
+    const { nonce: _nonce, ...familyGrant } = grant;
     family = Promise.all([sha256(grantId), sha256(refreshToken)]).then(([familyHash, tokenHash]) =>
       shard(env, "refresh", familyRef).createFamily(
         familyHash,
         tokenHash,
-        plan.grant,
+        familyGrant,
         now,
         now + config.POLICY.refresh_token_ttl_seconds * 1000,
       ),
     );
   }
-  const sidRef = parseId(config, "sid", login.sid);
+  const sidRef = parseId(config, "sid", grant.sid);
   const [ended] = await Promise.all([
     sidRef
-      ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: login.sid, sub: login.sub, authTime: login.auth_time })
+      ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
       : true,
     family,
   ]);
-  if (ended) throw invalidGrant("the login that approved the device has ended");
-  return buildTokenResponse(env, config, client, plan);
+  return { plan, ended };
 }
 
 /** The OIDC scopes are a person's; a client acting as itself is given only the API scopes it holds. */
@@ -198,9 +216,12 @@ async function redeemCode(
     opened.exp > now &&
     timingSafeEqualString(grant.redirect_uri, redirectUri) &&
     timingSafeEqualString(grant.code_challenge, challenge);
-  const { id: grantId, ref: familyRef } = issueId(config, "grant");
-  const plan: IssuePlan = {
-    grant: {
+  // Checked before the code is spent, so an ended login's code issues nothing; a family created for a
+  // code that then turns out spent or bad is never revealed and expires unused.
+  const { plan, ended } = await prepareLoginGrant(
+    env,
+    config,
+    {
       client_id: client.client_id,
       sub: grant.sub,
       email: grant.email,
@@ -209,35 +230,10 @@ async function redeemCode(
       auth_time: grant.auth_time,
       ...(grant.nonce !== undefined ? { nonce: grant.nonce } : {}),
     },
-    grantId,
-    scope: grant.scope,
-    jti: newJti(config, grant.sid),
-    iat: Math.floor(now / 1000),
-  };
-  let family: Promise<void> | undefined;
-  if (good && grant.scope.split(" ").includes("offline_access")) {
-    const refreshToken = `${grantId}.${randomToken(32)}`;
-    plan.refreshToken = refreshToken;
-    const { nonce: _nonce, ...familyGrant } = plan.grant;
-    family = Promise.all([sha256(grantId), sha256(refreshToken)]).then(([familyHash, tokenHash]) =>
-      shard(env, "refresh", familyRef).createFamily(
-        familyHash,
-        tokenHash,
-        familyGrant,
-        now,
-        now + config.POLICY.refresh_token_ttl_seconds * 1000,
-      ),
-    );
-  }
-  // The login must still stand: no logout or session revoke of its sid, no revoke or deletion of its
-  // user since it began. Checked before the code is spent, so an ended login's code issues nothing.
-  const sidRef = parseId(config, "sid", grant.sid);
-  const [ended] = await Promise.all([
-    sidRef
-      ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
-      : true,
-    family,
-  ]);
+    good,
+    now,
+  );
+  const grantId = plan.grantId;
   const result = await shard(env, "code", opened.id.ref).redeemCode({
     codeHash: opened.hash,
     grantId: good && !ended ? grantId : null,
