@@ -10,18 +10,9 @@ import encoding from "k6/encoding";
 import exec from "k6/execution";
 import http from "k6/http";
 import { Rate, Trend } from "k6/metrics";
-import { deleteClient, requireAdminToken } from "./lib/admin.js";
-import {
-  ADMIN_TOKEN,
-  arrivalScenario,
-  BASE_URL,
-  bool,
-  cloudOptions,
-  P95_MS,
-  REQUEST_TIMEOUT,
-  SUCCESS_RATE,
-} from "./lib/config.js";
-import { describe, jsonBody } from "./lib/http-util.js";
+import { deleteClient, registerClient } from "./lib/admin.js";
+import { arrivalScenario, BASE_URL, bool, cloudOptions, P95_MS, REQUEST_TIMEOUT, SUCCESS_RATE } from "./lib/config.js";
+import { jsonBody } from "./lib/http-util.js";
 import { countFailure } from "./lib/metrics.js";
 import { newRunId } from "./lib/users.js";
 
@@ -49,24 +40,12 @@ export function setup() {
     const peer = jsonBody(http.post(`${BASE_URL}/__peer/machine-client`));
     return { client_id: peer.client_id, basic: encoding.b64encode(`${peer.client_id}:${peer.client_secret}`) };
   }
-  requireAdminToken();
-  const res = http.post(
-    `${BASE_URL}/admin/v1/clients`,
-    JSON.stringify({
-      client_name: `k6 client-credentials ${newRunId()}`,
-      token_endpoint_auth_method: "client_secret_basic",
-      grant_types: ["client_credentials"],
-      scope: SCOPE,
-    }),
-    {
-      headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" },
-      timeout: REQUEST_TIMEOUT,
-      tags: { step: "Admin", name: "POST /admin/v1/clients" },
-    },
-  );
-  const body = jsonBody(res);
-  if (res.status !== 201 || !body || !body.client_secret)
-    throw new Error(`could not register the machine client: ${describe(res)}`);
+  const body = registerClient({
+    client_name: `k6 client-credentials ${newRunId()}`,
+    token_endpoint_auth_method: "client_secret_basic",
+    grant_types: ["client_credentials"],
+    scope: SCOPE,
+  });
   return { client_id: body.client_id, basic: encoding.b64encode(`${body.client_id}:${body.client_secret}`) };
 }
 

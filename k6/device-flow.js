@@ -8,9 +8,8 @@
 import { check } from "k6";
 import http from "k6/http";
 import { Rate, Trend } from "k6/metrics";
-import { deleteClient, requireAdminToken } from "./lib/admin.js";
+import { deleteClient, registerClient } from "./lib/admin.js";
 import {
-  ADMIN_TOKEN,
   arrivalScenario,
   BASE_URL,
   bool,
@@ -20,7 +19,7 @@ import {
   SUCCESS_RATE,
   usersNeeded,
 } from "./lib/config.js";
-import { describe, header, jsonBody } from "./lib/http-util.js";
+import { header, jsonBody } from "./lib/http-util.js";
 import { emailCodeGenerate, emailCodeVerify } from "./lib/login.js";
 import { readCode } from "./lib/mailbox.js";
 import { countFailure } from "./lib/metrics.js";
@@ -45,23 +44,13 @@ export const options = {
 };
 
 export function setup() {
-  requireAdminToken();
   const runId = newRunId();
-  const res = http.post(
-    `${BASE_URL}/admin/v1/clients`,
-    JSON.stringify({
-      client_name: `k6 device-flow ${runId}`,
-      token_endpoint_auth_method: "none",
-      grant_types: [DEVICE_GRANT, "refresh_token"],
-      scope: "openid email offline_access",
-    }),
-    {
-      headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" },
-      timeout: REQUEST_TIMEOUT,
-    },
-  );
-  const body = jsonBody(res);
-  if (res.status !== 201 || !body) throw new Error(`could not register the device client: ${describe(res)}`);
+  const body = registerClient({
+    client_name: `k6 device-flow ${runId}`,
+    token_endpoint_auth_method: "none",
+    grant_types: [DEVICE_GRANT, "refresh_token"],
+    scope: "openid email offline_access",
+  });
   return { client_id: body.client_id, pool: seedUsers(runId, usersNeeded()) };
 }
 

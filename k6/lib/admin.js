@@ -14,27 +14,33 @@ export function requireAdminToken() {
   if (!ADMIN_TOKEN) throw new Error("ADMIN_TOKEN is required (k6 run -e ADMIN_TOKEN=...; locally it is in .dev.vars)");
 }
 
+/** Registers a client through the admin API (`body` as POST /admin/v1/clients takes it); throws unless 201. */
+export function registerClient(body) {
+  requireAdminToken();
+  const res = http.post(
+    `${BASE_URL}/admin/v1/clients`,
+    JSON.stringify(body),
+    Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/clients" } }),
+  );
+  const out = jsonBody(res);
+  if (res.status !== 201 || !out || !out.client_id)
+    throw new Error(`could not register ${body.client_name}: ${describe(res)}`);
+  return out;
+}
+
 /**
  * Registers the load test's confidential client (client_secret_basic), its ID tokens signed with ID_TOKEN_ALG.
  * The flow never follows the redirect URI.
  */
 export function createClient(name, scope) {
-  requireAdminToken();
-  const res = http.post(
-    `${BASE_URL}/admin/v1/clients`,
-    JSON.stringify({
-      client_name: name,
-      redirect_uris: [REDIRECT_URI],
-      token_endpoint_auth_method: "client_secret_basic",
-      grant_types: ["authorization_code", "refresh_token"],
-      scope,
-      id_token_signed_response_alg: ID_TOKEN_ALG,
-    }),
-    Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/clients" } }),
-  );
-  const body = jsonBody(res);
-  if (res.status !== 201 || !body || !body.client_id || !body.client_secret)
-    throw new Error(`could not register the load-test client: ${describe(res)}`);
+  const body = registerClient({
+    client_name: name,
+    redirect_uris: [REDIRECT_URI],
+    token_endpoint_auth_method: "client_secret_basic",
+    grant_types: ["authorization_code", "refresh_token"],
+    scope,
+    id_token_signed_response_alg: ID_TOKEN_ALG,
+  });
   return { client_id: body.client_id, client_secret: body.client_secret, redirect_uri: REDIRECT_URI, scope };
 }
 
