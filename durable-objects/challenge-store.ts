@@ -1,6 +1,7 @@
 import { timingSafeEqualString } from "../workers/shared/crypto";
 import type {
   CapturedRow,
+  CountFailure,
   IssueChallenge,
   IssueResult,
   KnownUser,
@@ -27,9 +28,15 @@ interface Limits {
   sends: number;
   sends_reset_at: number;
   last_sent_at: number;
+  /** Locked across regions until then, as the address's home shard last said (issue 12). */
+  global_until: number;
+  /** A wrong code here is being counted at the home shard; no code is tried until it is settled. */
+  report_until: number;
 }
 
 const HOUR = 3_600_000;
+/** How long a wrong code's report to the home shard may take before this shard tries codes again. */
+export const REPORT_TIMEOUT_MS = 10_000;
 /** How long a run of consecutive failures is remembered after its last failure. */
 export const CONSECUTIVE_FAILURES_WINDOW_MS = 24 * HOUR;
 /** A captured message stays readable this long; the newest this many per address are returned. */
@@ -62,7 +69,9 @@ export class ChallengeStore extends ShardStore {
         last_sent_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL,
         consecutive INTEGER NOT NULL DEFAULT 0,
-        consecutive_until INTEGER NOT NULL DEFAULT 0)`,
+        consecutive_until INTEGER NOT NULL DEFAULT 0,
+        global_until INTEGER NOT NULL DEFAULT 0,
+        report_until INTEGER NOT NULL DEFAULT 0)`,
       "CREATE INDEX IF NOT EXISTS email_limits_exp ON email_limits(expires_at)",
       // Wrong codes per address and source, so that one source cannot lock a person out (issue 15).
       `CREATE TABLE IF NOT EXISTS source_failures (
@@ -91,11 +100,13 @@ export class ChallengeStore extends ShardStore {
   }
 
   protected override upgrades(): Record<string, string[]> {
-    // Shards created before the consecutive-failure cap.
+    // Shards created before the consecutive-failure cap, and before regions.
     return {
       email_limits: [
         "ALTER TABLE email_limits ADD COLUMN consecutive INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE email_limits ADD COLUMN consecutive_until INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE email_limits ADD COLUMN global_until INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE email_limits ADD COLUMN report_until INTEGER NOT NULL DEFAULT 0",
       ],
     };
   }
@@ -107,7 +118,8 @@ export class ChallengeStore extends ShardStore {
   #limits(emailKey: string, now: number): Limits {
     const row = this.sql
       .exec<Limits & Record<string, number>>(
-        `SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at, consecutive, consecutive_until
+        `SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at, consecutive, consecutive_until,
+           global_until, report_until
          FROM email_limits WHERE email_key = ?`,
         emailKey,
       )
@@ -120,6 +132,8 @@ export class ChallengeStore extends ShardStore {
       last_sent_at: 0,
       consecutive: 0,
       consecutive_until: 0,
+      global_until: 0,
+      report_until: 0,
     };
     // Fixed one-hour windows that start at the first event after the previous window ended.
     if (l.failures_reset_at <= now) Object.assign(l, { failures: 0, failures_reset_at: now + HOUR });
@@ -155,6 +169,8 @@ export class ChallengeStore extends ShardStore {
       source.failures >= p.email_failures_per_hour ? source.until : 0,
       l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
       l.consecutive >= p.email_consecutive_failures ? l.consecutive_until : 0,
+      l.global_until,
+      l.report_until,
     );
     return until > now ? secs(until - now) : 0;
   }
@@ -163,21 +179,24 @@ export class ChallengeStore extends ShardStore {
     this.sql.exec(
       // An upsert, not INSERT OR REPLACE: a replace deletes and reinserts, writing every index twice.
       `INSERT INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at,
-         consecutive, consecutive_until)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         consecutive, consecutive_until, global_until, report_until)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(email_key) DO UPDATE SET failures = excluded.failures, failures_reset_at = excluded.failures_reset_at,
          sends = excluded.sends, sends_reset_at = excluded.sends_reset_at, last_sent_at = excluded.last_sent_at,
          expires_at = excluded.expires_at, consecutive = excluded.consecutive,
-         consecutive_until = excluded.consecutive_until`,
+         consecutive_until = excluded.consecutive_until, global_until = excluded.global_until,
+         report_until = excluded.report_until`,
       emailKey,
       l.failures,
       l.failures_reset_at,
       l.sends,
       l.sends_reset_at,
       l.last_sent_at,
-      Math.max(l.failures_reset_at, l.sends_reset_at, l.consecutive_until),
+      Math.max(l.failures_reset_at, l.sends_reset_at, l.consecutive_until, l.global_until, l.report_until),
       l.consecutive,
       l.consecutive_until,
+      l.global_until,
+      l.report_until,
     );
   }
 
@@ -279,8 +298,44 @@ export class ChallengeStore extends ShardStore {
       l.failures += 1;
       l.consecutive += 1;
       l.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
+      if (a.reportsHome) l.report_until = now + REPORT_TIMEOUT_MS;
       this.#saveLimits(emailKey, l);
-      return { status: "invalid" };
+      return a.reportsHome ? { status: "invalid", report: true } : { status: "invalid" };
+    });
+  }
+
+  /**
+   * At the address's home shard: a wrong code tried in another region, counted with the home's own
+   * (hourly and consecutive, as a failure here would be). Returns until when the address is now
+   * locked everywhere (0: not locked). One home per address, so guesses spread over every region
+   * still meet one hourly limit (docs/security.md gives the exact bound).
+   */
+  async countFailureAtHome(a: CountFailure): Promise<{ locked_until: number }> {
+    const { emailKey, now, policy: p } = a;
+    const l = this.ctx.storage.transactionSync(() => {
+      const limits = this.#limits(emailKey, now);
+      limits.failures += 1;
+      limits.consecutive += 1;
+      limits.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
+      this.#saveLimits(emailKey, limits);
+      return limits;
+    });
+    // The row may be this shard's first for the address: its expiry needs the alarm.
+    await this.expireAt(Math.max(l.failures_reset_at, l.consecutive_until));
+    const until = Math.max(
+      l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
+      l.consecutive >= p.email_consecutive_failures ? l.consecutive_until : 0,
+    );
+    return { locked_until: until };
+  }
+
+  /** After the home counted a wrong code reported from here: codes may be tried again, unless it said locked. */
+  settleReport(emailKey: string, lockedUntil: number, now: number): void {
+    this.ctx.storage.transactionSync(() => {
+      const l = this.#limits(emailKey, now);
+      l.report_until = 0;
+      l.global_until = Math.max(l.global_until, lockedUntil);
+      this.#saveLimits(emailKey, l);
     });
   }
 

@@ -122,8 +122,16 @@ export interface KnownUser {
 
 export type VerifyResult =
   | { status: "ok"; user: KnownUser | null }
-  | { status: "invalid" }
+  /** `report`: a wrong code the caller must count at the address's home shard, then settle here. */
+  | { status: "invalid"; report?: true }
   | { status: "locked"; retry_after: number };
+
+/** A wrong code from another region, counted at the address's home shard (issue 12). */
+export interface CountFailure {
+  emailKey: string;
+  now: number;
+  policy: OtpPolicy;
+}
 
 export interface IssueChallenge {
   emailKey: string;
@@ -145,6 +153,12 @@ export interface VerifyChallenge {
   codeMac: string;
   now: number;
   policy: OtpPolicy;
+  /**
+   * This shard is not the address's home (its login was placed in another region than the home):
+   * a wrong code is also counted at the home shard, and until that is settled here, no other code
+   * of the address is tried here.
+   */
+  reportsHome?: boolean;
 }
 
 /** A captured message, sealed by the Worker under MAIL_OUTBOX_SECRET (`{to, subject, text, code}`). */

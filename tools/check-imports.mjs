@@ -14,6 +14,7 @@ const LEAVES = new Set([
   "workers/shared/crypto.ts",
   "workers/shared/env.ts",
   "workers/shared/log.ts",
+  "workers/shared/regions.ts",
   "workers/shared/sharding.ts",
   "workers/shared/stores.ts",
   "workers/shared/http.ts",

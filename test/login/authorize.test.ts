@@ -58,7 +58,9 @@ describe("AuthorizeInit (CONTRACT §2.1)", () => {
     expect(Object.keys(body).sort()).toEqual(["expires_in", "tx"]);
     expect(body.expires_in).toBe(900);
     // `<tx id>.<iv>.<sealed request>`: the id routes, the rest only Keyway can open.
-    expect(body.tx).toMatch(/^tx_[0-9a-z]+_[0-9a-z]+_[A-Za-z0-9_-]{44}\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+$/);
+    expect(body.tx).toMatch(
+      /^tx_[a-z][a-z0-9]+_[0-9a-z]+_[0-9a-z]+_[A-Za-z0-9_-]{44}\.[A-Za-z0-9_-]{16}\.[A-Za-z0-9_-]+$/,
+    );
     expect(body.tx).not.toContain("st-123");
 
     const cookie = setCookieOf(res, "kw_tx");

@@ -51,7 +51,7 @@ async function mailCount(): Promise<number> {
 
 /** The ChallengeStore shard of an email's HMAC, as the router places it (current generation). */
 function challengeShardOf(emailKey: string) {
-  const ref = routeKey(loadConfig(env).SHARDS, "challenge", emailKey);
+  const ref = routeKey(loadConfig(env), "challenge", emailKey, "global");
   return shardStub("challenge", ref.gen, ref.shard);
 }
 
@@ -128,7 +128,7 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
       const events = await sql<{ kind: string }>(shardStore, "SELECT kind FROM audit_outbox WHERE email_key = ?", key);
       if (captured.length || events.length) found.push({ shard: s, captured, events: events.map((e) => e.kind) });
     }
-    expect(found[0]?.shard).toBe(routeKey(loadConfig(env).SHARDS, "challenge", key).shard);
+    expect(found[0]?.shard).toBe(routeKey(loadConfig(env), "challenge", key, "global").shard);
     expect(found).toHaveLength(1);
     expect(found[0]?.captured).toHaveLength(1);
     expect(found[0]?.events).toEqual(["code_sent"]);

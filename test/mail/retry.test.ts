@@ -24,7 +24,7 @@ import { address, codeIn, httpVars, type ReceivedHttp, received } from "./suppor
 const config = loadConfig(env);
 
 async function outboxOf(email: string) {
-  const name = outboxShardName(config.SHARDS, await auditEmailKey(config, email));
+  const name = outboxShardName(config, "global", await auditEmailKey(config, email));
   const stub = env.MAIL_OUTBOX.get(env.MAIL_OUTBOX.idFromName(name)) as DurableObjectStub<MailOutbox>;
   // The store Worker's own transport in tests is the dev mailbox; aim this outbox at the failing API.
   await runInDurableObject(stub, (instance: MailOutbox) => {

@@ -30,9 +30,9 @@ afterEach(() => {
 const config = loadConfig(env);
 const secret = config.OTP_HMAC_SECRET;
 const challengeShardOfEmail = async (email: string) =>
-  routeKey(config.SHARDS, "challenge", await hmac(secret, `email:${email}`)).shard;
+  routeKey(config, "challenge", await hmac(secret, `email:${email}`), "global").shard;
 const challengeShardOfIp = async (ip: string) =>
-  routeKey(config.SHARDS, "challenge", await hmac(secret, `ip:${ip}`)).shard;
+  routeKey(config, "challenge", await hmac(secret, `ip:${ip}`), "global").shard;
 
 /** A fresh value of `make()` whose challenge shard `shardOf` satisfies `ok`. */
 async function pick<T>(make: () => T, shardOf: (v: T) => Promise<number>, ok: (shard: number) => boolean) {
@@ -170,7 +170,7 @@ describe("I1: a flood at one email or one shard", () => {
       expect(((await r.json()) as { error: string }).error).toBe("invalid_code");
     }
     const key = await hmac(loadConfig(env).OTP_HMAC_SECRET, `email:${victim}`);
-    const ref = routeKey(loadConfig(env).SHARDS, "challenge", key);
+    const ref = routeKey(loadConfig(env), "challenge", key, "global");
     const [limits] = await sql<{ failures: number }>(
       shardStub("challenge", ref.gen, ref.shard),
       "SELECT failures FROM email_limits WHERE email_key = ?",
@@ -184,7 +184,7 @@ describe("I1: a flood at one email or one shard", () => {
     const client = await registerClient();
     const victim = uniqueEmail("hot");
     const hot = await challengeShardOfEmail(victim);
-    const hotName = objectName({ store: "challenge", gen: 0, shard: hot });
+    const hotName = objectName({ store: "challenge", place: { region: "global" }, gen: 0, shard: hot });
     const e = {
       ...env,
       CHALLENGES: faultyNamespace(env.CHALLENGES as unknown as DurableObjectNamespace, (name) => name === hotName),

@@ -84,10 +84,13 @@ export class Browser {
   readonly cookies = new Map<string, string>();
   readonly ip: string;
   readonly env: TestEnv;
+  /** Where Cloudflare would say this browser is (`request.cf`); none, like a local request, when unset. */
+  readonly geo: { country: string; continent?: string } | undefined;
 
-  constructor(opts: { env?: TestEnv; ip?: string } = {}) {
+  constructor(opts: { env?: TestEnv; ip?: string; geo?: { country: string; continent?: string } } = {}) {
     this.env = opts.env ?? env;
     this.ip = opts.ip ?? uniqueIp();
+    this.geo = opts.geo;
   }
 
   async fetch(path: string, init: RequestInit = {}): Promise<Response> {
@@ -95,7 +98,7 @@ export class Browser {
     if (this.cookies.size && !headers.has("cookie"))
       headers.set("Cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
     if (!headers.has("cf-connecting-ip")) headers.set("CF-Connecting-IP", this.ip);
-    const res = await call(path, { ...init, headers }, this.env);
+    const res = await call(path, { ...init, headers, ...(this.geo ? { cf: this.geo } : {}) }, this.env);
     for (const line of res.headers.getSetCookie()) {
       const [pair, ...attrs] = line.split(";");
       const eq = (pair as string).indexOf("=");
@@ -381,15 +384,22 @@ export async function verifyJwt(
  * Parses a Keyway id `<prefix>_<gen36>_<shard36>_<secret>`; of a sealed id (a login transaction, an
  * authorization code: `<id>.<sealed state>`), the id part.
  */
-export function idParts(value: string): { prefix: string; gen: number; shard: number; secret: string } {
+export function idParts(value: string): {
+  prefix: string;
+  region: string;
+  gen: number;
+  shard: number;
+  secret: string;
+} {
   const id = sealedIdPart(value);
-  const m = /^([a-z]+)_([0-9a-z]+)_([0-9a-z]+)_([A-Za-z0-9_-]+)$/.exec(id);
+  const m = /^([a-z]+)_([a-z][a-z0-9]+)_([0-9a-z]+)_([0-9a-z]+)_([A-Za-z0-9_-]{44})$/.exec(id);
   if (!m) throw new Error(`not a Keyway id: ${id}`);
   return {
     prefix: m[1] as string,
-    gen: Number.parseInt(m[2] as string, 36),
-    shard: Number.parseInt(m[3] as string, 36),
-    secret: m[4] as string,
+    region: m[2] as string,
+    gen: Number.parseInt(m[3] as string, 36),
+    shard: Number.parseInt(m[4] as string, 36),
+    secret: m[5] as string,
   };
 }
 
@@ -402,10 +412,21 @@ const BINDINGS = {
 } as const;
 export type Store = keyof typeof BINDINGS;
 
-/** The stub of one shard, named as the router names it (`<store>:g<gen>:s<shard>`), built independently. */
-export function shardStub(store: Store, gen: number, shardNo: number): DurableObjectStub {
+/**
+ * The stub of one shard, named as the router names it, built independently: `<store>:g<gen>:s<shard>`
+ * in the global region, `<store>:<region>:g<gen>:s<shard>` in another, inside its jurisdiction if any.
+ */
+export function shardStub(
+  store: Store,
+  gen: number,
+  shardNo: number,
+  region = "global",
+  jurisdiction?: "eu" | "us" | "fedramp",
+): DurableObjectStub {
   const ns = env[BINDINGS[store]] as unknown as DurableObjectNamespace;
-  return ns.get(ns.idFromName(`${store}:g${gen}:s${shardNo}`));
+  // workerd has no jurisdictions: there a jurisdiction's objects are named `<jurisdiction>/<name>` (stores.ts).
+  const within = jurisdiction ? `${jurisdiction}/` : "";
+  return ns.get(ns.idFromName(`${within}${store}:${region === "global" ? "" : `${region}:`}g${gen}:s${shardNo}`));
 }
 
 /** A shard of a write-behind object (`mail:` MailOutbox, `audit:` AuditBuffer); the test config has 4 in generation 0. */
@@ -432,8 +453,8 @@ export const sealedIdPart = (value: string) => value.split(".")[0] as string;
 
 /** The shard an issued id lives in. */
 export function stubForId(store: Store, id: string): DurableObjectStub {
-  const { gen, shard } = idParts(id);
-  return shardStub(store, gen, shard);
+  const { gen, shard, region } = idParts(id);
+  return shardStub(store, gen, shard, region);
 }
 
 /** Runs a query against a shard's SQLite storage (read-only inspection of stored state). */

@@ -15,6 +15,26 @@ export default {
     const target = { "op-auth": env.OP_AUTH, "op-token": env.OP_TOKEN, "op-mgmt": env.OP_MGMT }[
       workerFor(url.pathname)
     ];
-    return target.fetch(req);
+    return target.fetch(withDevGeo(req));
   },
 } satisfies ExportedHandler<GatewayEnv>;
+
+/**
+ * Local only (this gateway is never deployed; production routes go straight to the Workers, and
+ * Cloudflare sets `request.cf` itself): `X-Keyway-Dev-Country: JP` (and optionally
+ * `X-Keyway-Dev-Continent: AS`) says where a request comes from, so tests and k6 can drive logins
+ * from several regions. The headers become `request.cf.country`/`continent` for the Worker behind,
+ * and are removed; the Workers themselves never read them.
+ */
+export function withDevGeo(req: Request): Request {
+  const country = req.headers.get("x-keyway-dev-country")?.trim().toUpperCase();
+  const continent = req.headers.get("x-keyway-dev-continent")?.trim().toUpperCase();
+  if (!country && !continent) return req;
+  const headers = new Headers(req.headers);
+  headers.delete("x-keyway-dev-country");
+  headers.delete("x-keyway-dev-continent");
+  const cf: Record<string, string> = {};
+  if (country && /^[A-Z]{2}$/.test(country)) cf.country = country;
+  if (continent && /^[A-Z]{2}$/.test(continent)) cf.continent = continent;
+  return new Request(req, { headers, cf });
+}

@@ -6,11 +6,17 @@ import { percentDecodesCleanly, watchBody } from "./http";
 import { countingEnv, mountIsolateRoutes } from "./isolate";
 import { withLiveShards } from "./live-shards";
 import { inRequest, log, requestIdOf } from "./log";
+import { regionFor, requestGeo } from "./regions";
 
 export type AppEnv = {
   Bindings: Env;
   /** `corsOrigins`: the origins the request's client registered, set once the client is known. */
-  Variables: { config: Config; corsOrigins?: string[] };
+  Variables: {
+    config: Config;
+    corsOrigins?: string[];
+    /** The region this request maps to (regions.ts): where what it begins is placed. */
+    region: string;
+  };
 };
 
 /** Requests this isolate is working on (all apps in an isolate share it). */
@@ -59,6 +65,7 @@ export function createApp(): Hono<AppEnv> {
     c.env = countingEnv(c.env);
     // With the shard generations appended live (issue 13), read at most every few seconds per isolate.
     c.set("config", await withLiveShards(c.env, config));
+    c.set("region", regionFor(config.REGIONS, requestGeo(c.req.raw)));
     // A request counts as in flight once its body has arrived: a client that sends a body slowly
     // holds its own connection, never a slot new work needs, and its body has a deadline (408).
     let counted = false;

@@ -1,8 +1,7 @@
 import type { AuditBuffer, AuditEvent, AuditKind } from "../../durable-objects/contract";
-import type { ShardConfig } from "./config";
 import { randomToken } from "./crypto";
 import { errorField, log } from "./log";
-import { objectName, routeKey } from "./sharding";
+import { type Routing, routeKey, shardAddress } from "./sharding";
 import { shardNamed } from "./stores";
 
 /**
@@ -37,10 +36,10 @@ export function auditEvent(input: AuditInput, ip: string | null = null, at = Dat
 
 /**
  * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
- * in order in one buffer), else at random. Named like every store shard: `audit:g<gen>:s<shard>`.
+ * in order in one buffer), else at random. Placed in the region given (the request's), and named by its address (sharding.ts shardAddress).
  */
-export function auditShardName(shards: ShardConfig, key?: string | null): string {
-  return objectName(routeKey(shards, "audit", key ?? randomToken(8)));
+export function auditShardName(routing: Routing, region: string, key?: string | null): string {
+  return shardAddress(routeKey(routing, "audit", key ?? randomToken(8), region));
 }
 
 /** Hands events to their buffer. Never throws: the audit trail must not fail a login. */

@@ -5,6 +5,7 @@ import type { AppEnv } from "./app";
 import { type AuditEnv, type AuditInput, auditEvent, auditShardName, emitAudit } from "./audit-event";
 import type { Config } from "./config";
 import { hmac } from "./crypto";
+import type { Routing } from "./sharding";
 
 /**
  * An event of this request, for a store verb to write in its own transaction (the events of a
@@ -18,7 +19,7 @@ export function requestAuditEvent(c: Context<AppEnv>, input: AuditInput): AuditE
 export function audit(c: Context<AppEnv>, input: AuditInput): void {
   const config = c.get("config");
   const event = requestAuditEvent(c, input);
-  const promise = emitAudit(c.env, auditShardName(config.SHARDS, event.user_id ?? event.email_key), [event]);
+  const promise = emitAudit(c.env, auditShardName(config, c.get("region"), event.user_id ?? event.email_key), [event]);
   try {
     c.executionCtx.waitUntil(promise);
   } catch {
@@ -31,9 +32,9 @@ export const auditEmailKey = (config: Pick<Config, "OTP_HMAC_SECRET">, normalize
   hmac(config.OTP_HMAC_SECRET, `email:${normalizedEmail}`);
 
 /** For code without a request context (a cron, a failure path that already waits): written before it returns. */
-export function recordAudit(env: AuditEnv, config: Pick<Config, "SHARDS">, input: AuditInput): Promise<void> {
+export function recordAudit(env: AuditEnv, config: Routing, input: AuditInput): Promise<void> {
   const event = auditEvent(input);
-  return emitAudit(env, auditShardName(config.SHARDS, event.user_id ?? event.email_key), [event]);
+  return emitAudit(env, auditShardName(config, config.REGIONS.default, event.user_id ?? event.email_key), [event]);
 }
 
 /** The subject of a token response (read from the access token just signed). */

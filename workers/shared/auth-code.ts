@@ -1,7 +1,7 @@
 import type { Config } from "./config";
 import { sha256 } from "./crypto";
 import { issueSealedId, openSealedId } from "./sealed-id";
-import type { ParsedId } from "./sharding";
+import { type ParsedId, parseId } from "./sharding";
 
 /** What an authorization code grants: the login it came from and the request it answers. */
 export interface CodeGrant {
@@ -41,7 +41,9 @@ export async function issueCode(config: Config, grant: CodeGrant, now: number): 
     exp: now + p.code_ttl_seconds * 1000,
     keep: now + Math.max(p.code_ttl_seconds, p.access_token_ttl_seconds) * 1000,
   };
-  return (await issueSealedId(config, "code", "auth-code", state)).value;
+  // In the login's region, the one its sid names.
+  const region = parseId(config, "sid", grant.sid)?.ref.place.region ?? config.REGIONS.default;
+  return (await issueSealedId(config, "code", "auth-code", state, { region })).value;
 }
 
 /** The code's grant, if the code is one Keyway issued (expired or not: a late replay must still revoke). */

@@ -1,5 +1,5 @@
 import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, type JWK, type JWTPayload, jwtVerify } from "jose";
-import type { Config } from "./config";
+import { type Config, shardsIn } from "./config";
 import { sha256, timingSafeEqualString } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
@@ -227,18 +227,21 @@ async function authenticateByAssertion(env: Env, config: Config, form: Record<st
   const exp = payload.exp as number;
   if (exp > now + MAX_ASSERTION_SECONDS)
     throw invalidClient(`client_assertion may live at most ${MAX_ASSERTION_SECONDS} s`);
-  // Used once: recorded on the revocation shard the key hashes to in the current generation and, for
-  // the assertion's lifetime after a generation switch, in the one before, where a use just before the
-  // switch was recorded.
+  // Used once: recorded on the revocation shard the key hashes to in the home region (one place
+  // whatever region the request came through), in the current generation and, for the assertion's
+  // lifetime after a generation switch, in the one before, where a use just before the switch was
+  // recorded.
   const key = `assertion:${await sha256(`${clientId}\n${payload.jti}`)}`;
   const keepUntil = exp * 1000 + 1000;
-  const gen = currentGeneration(config.SHARDS, "revocation");
+  const home = config.REGIONS.home;
+  const shards = shardsIn(config.SHARDS, home);
+  const gen = currentGeneration(shards, "revocation");
   const gens = [gen];
-  const switchedAt = config.SHARDS.issueFrom.revocation[gen] ?? 0;
+  const switchedAt = shards.issueFrom.revocation[gen] ?? 0;
   if (gen > 0 && Date.now() - switchedAt < MAX_ASSERTION_SECONDS * 1000) gens.push(gen - 1);
   const used = await Promise.all(
     gens.map((g) => {
-      const ref = routeKeyIn(config.SHARDS, "revocation", key, g) as ShardRef;
+      const ref = routeKeyIn(config, "revocation", key, g, home) as ShardRef;
       return shard(env, "revocation", ref).useOnce(key, keepUntil);
     }),
   );

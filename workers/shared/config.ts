@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DEFAULT_REGIONS, regionsSchema } from "./regions";
 
 /**
  * Keyway's configuration: every string variable and secret of a Worker, parsed once per isolate.
@@ -32,9 +33,14 @@ const generations = z
     message: "a generation's `from` may not be earlier than the one before it",
   });
 
+const storeGenerations = Object.fromEntries(STORE_NAMES.map((s) => [s, generations])) as Record<
+  StoreName,
+  typeof generations
+>;
+
 /** Each store's shard counts by generation; the last entry is the newest generation. */
 const rawShardsSchema = z
-  .object(Object.fromEntries(STORE_NAMES.map((s) => [s, generations])) as Record<StoreName, typeof generations>)
+  .object(storeGenerations)
   .extend({
     /**
      * Shard counts of the two write-behind objects, MailOutbox and AuditBuffer. Optional: they hold
@@ -43,26 +49,73 @@ const rawShardsSchema = z
      */
     mail: generations.default({ counts: [4], from: [0] }),
     audit: generations.default({ counts: [4], from: [0] }),
+    /**
+     * A region's own counts (issue 12), for the stores it lists; the others follow the counts above.
+     * A region's list is its own history: it only ever grows at the end, like the default's.
+     */
+    regions: z
+      .record(
+        z.string().regex(/^[a-z][a-z0-9]{1,7}$/),
+        z.object(storeGenerations).extend({ mail: generations, audit: generations }).partial().strict(),
+      )
+      .default({}),
   })
   .strict();
 
-type ShardedName = keyof z.infer<typeof rawShardsSchema>;
+type ShardedName = Exclude<keyof z.infer<typeof rawShardsSchema>, "regions">;
+type Generations = { counts: number[]; from: number[] };
 
 /**
  * The parsed SHARDS: each store's shard count by generation (`SHARDS.session[gen]`), and, apart,
- * from when each generation may be issued into (`issueFrom`, epoch ms; 0 for at once).
+ * from when each generation may be issued into (`issueFrom`, epoch ms; 0 for at once) and each
+ * region's own lists (`regions`; see shardsIn).
  */
 export type ShardConfig = Record<ShardedName, number[]> & {
   readonly issueFrom: Readonly<Record<ShardedName, readonly number[]>>;
+  readonly regions: Readonly<Record<string, Partial<Record<ShardedName, Generations>>>>;
 };
 
-const shardsSchema = rawShardsSchema.transform((raw): ShardConfig => {
-  const names = Object.keys(raw) as ShardedName[];
-  const counts = Object.fromEntries(names.map((n) => [n, raw[n].counts])) as Record<ShardedName, number[]>;
-  const issueFrom = Object.fromEntries(names.map((n) => [n, raw[n].from])) as Record<ShardedName, number[]>;
+function shardConfig(
+  lists: Record<ShardedName, Generations>,
+  regions: Record<string, Partial<Record<ShardedName, Generations>>>,
+): ShardConfig {
+  const names = Object.keys(lists) as ShardedName[];
+  const counts = Object.fromEntries(names.map((n) => [n, lists[n].counts])) as Record<ShardedName, number[]>;
+  const issueFrom = Object.fromEntries(names.map((n) => [n, lists[n].from])) as Record<ShardedName, number[]>;
   // Not enumerable: code that walks the stores (Object.keys, JSON) sees only the stores.
-  return Object.defineProperty(counts, "issueFrom", { value: issueFrom, enumerable: false }) as ShardConfig;
+  Object.defineProperty(counts, "issueFrom", { value: issueFrom, enumerable: false });
+  return Object.defineProperty(counts, "regions", { value: regions, enumerable: false }) as ShardConfig;
+}
+
+const shardsSchema = rawShardsSchema.transform((raw): ShardConfig => {
+  const { regions, ...lists } = raw;
+  return shardConfig(lists, regions as Record<string, Partial<Record<ShardedName, Generations>>>);
 });
+
+const inRegion = new WeakMap<ShardConfig, Map<string, ShardConfig>>();
+
+/**
+ * The counts a region's shards follow: its own list for a store SHARDS.regions gives it, the default
+ * list (live generations included) for every other store.
+ */
+export function shardsIn(shards: ShardConfig, region: string): ShardConfig {
+  const own = shards.regions[region];
+  if (!own) return shards;
+  let byRegion = inRegion.get(shards);
+  if (!byRegion) {
+    byRegion = new Map();
+    inRegion.set(shards, byRegion);
+  }
+  const hit = byRegion.get(region);
+  if (hit) return hit;
+  const names = Object.keys(shards) as ShardedName[];
+  const lists = Object.fromEntries(
+    names.map((n) => [n, own[n] ?? { counts: shards[n], from: [...shards.issueFrom[n]] }]),
+  ) as Record<ShardedName, Generations>;
+  const out = shardConfig(lists, {});
+  byRegion.set(region, out);
+  return out;
+}
 
 const policySchema = z
   .object({
@@ -294,6 +347,8 @@ const envSchema = z
     ...mailFields,
     SIGNUP: z.enum(["open", "invite"]).default("open"),
     SHARDS: json(shardsSchema),
+    /** Where logins are placed (issue 12, workers/shared/regions.ts); one first-touch region when unset. */
+    REGIONS: json(regionsSchema).default(regionsSchema.parse(JSON.parse(DEFAULT_REGIONS))),
     POLICY: json(policySchema).default(policySchema.parse({})),
     /**
      * Load tests (k6, also on k6 Cloud against a deployment): mail to this domain is captured in D1 and
@@ -308,6 +363,9 @@ const envSchema = z
   .strict()
   .superRefine((env, ctx) => {
     checkMail(env, ctx);
+    for (const region of Object.keys(env.SHARDS.regions))
+      if (!(region in env.REGIONS.regions))
+        ctx.addIssue({ code: "custom", path: ["SHARDS", "regions", region], message: `${region} is not in REGIONS` });
     if (env.ENVIRONMENT !== "production") return;
     if (!env.ISSUER.startsWith("https://"))
       ctx.addIssue({ code: "custom", path: ["ISSUER"], message: "production requires an https issuer" });
@@ -396,5 +454,8 @@ export function withGenerations(
     (counts[g.store] as number[]).push(g.shards);
     (from[g.store] as number[]).push(g.issue_from);
   }
-  return Object.defineProperty(counts, "issueFrom", { value: from, enumerable: false }) as unknown as ShardConfig;
+  const lists = Object.fromEntries(
+    names.map((n) => [n, { counts: counts[n] as number[], from: from[n] as number[] }]),
+  ) as Record<ShardedName, Generations>;
+  return shardConfig(lists, base.regions as Record<string, Partial<Record<ShardedName, Generations>>>);
 }

@@ -1,6 +1,6 @@
 import type { Config } from "./config";
 import { seal, unseal } from "./crypto";
-import { type IdKind, issueId, type ParsedId, parseId, type ShardRef } from "./sharding";
+import { type IdCodec, type IdKind, issueId, type ParsedId, parseId, type ShardRef } from "./sharding";
 
 /**
  * An issued id that carries its own state: `<id>.<sealed>`, where `<id>` is an ordinary Keyway id
@@ -24,13 +24,13 @@ const material = (config: Pick<Config, "OTP_HMAC_SECRET">, purpose: SealPurpose)
   `${purpose}:${config.OTP_HMAC_SECRET}`;
 
 export async function issueSealedId<T>(
-  config: Pick<Config, "OTP_HMAC_SECRET" | "SHARDS">,
+  config: IdCodec,
   kind: IdKind,
   purpose: SealPurpose,
   state: T,
-  onto?: ShardRef,
+  where: { region: string } | { onto: ShardRef },
 ): Promise<{ value: string; id: string; ref: ShardRef }> {
-  const { id, ref } = issueId(config, kind, onto);
+  const { id, ref } = issueId(config, kind, where);
   const value = `${id}.${await seal(material(config, purpose), JSON.stringify(state), id)}`;
   return { value, id, ref };
 }
@@ -47,7 +47,7 @@ export async function sealOnto<T>(
 
 /** The id and state of a sealed id; null for anything malformed, forged, of another kind or purpose. */
 export async function openSealedId<T>(
-  config: Pick<Config, "OTP_HMAC_SECRET" | "SHARDS">,
+  config: IdCodec,
   kind: IdKind,
   purpose: SealPurpose,
   value: unknown,

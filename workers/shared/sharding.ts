@@ -1,19 +1,22 @@
 import { createHmac } from "node:crypto";
-import type { Config, ShardConfig, StoreName } from "./config";
+import { type Config, type ShardConfig, type StoreName, shardsIn } from "./config";
+import { base64url, randomToken, timingSafeEqualString } from "./crypto";
+import { GLOBAL_REGION, type Placement, placementOf } from "./regions";
 
 /** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
-export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom">;
-
-import { base64url, randomToken, timingSafeEqualString } from "./crypto";
+export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom" | "regions">;
 
 /**
  * The one shard router for every store.
  *
- * A store's shard for a key is `fnv1a(key) mod count`, where count is the store's shard count in its
- * current generation (the last entry of `SHARDS[store]`). Every id a store issues carries the
- * generation and shard it was placed in: `<prefix>_<gen>_<shard>_<secret>`. An existing id is routed by
- * what it carries, never by today's count, so raising a count (appending a generation) leaves live
- * state where it is while new ids spread over the new shards.
+ * A store's shard for a key is `fnv1a(key) mod count`, where count is the store's shard count in a
+ * region's current generation (the last entry of its list, workers/shared/config.ts shardsIn). Every
+ * id a store issues carries the region, generation and shard it was placed in:
+ * `<prefix>_<region>_<gen>_<shard>_<secret>`. An existing id is routed by what it carries, never by
+ * today's count or today's region table, so raising a count (appending a generation) or moving a
+ * country to another region leaves live state where it is while new ids go to the new place.
+ * An id naming a region the config no longer has is refused like a made-up one, never re-routed.
+ * Ids from before regions (`<prefix>_<gen>_<shard>_<secret>`) are ids of the `global` region.
  *
  * The secret is 128 random bits and a 128-bit MAC over the whole id (HMAC-SHA-256 under
  * OTP_HMAC_SECRET, `id:` domain): an id no Keyway issued is refused where it is parsed, before any
@@ -22,8 +25,19 @@ import { base64url, randomToken, timingSafeEqualString } from "./crypto";
 
 export interface ShardRef {
   store: ShardedStore;
+  /** The region and how its objects are placed (location hint, jurisdiction). */
+  place: Placement;
   gen: number;
   shard: number;
+}
+
+/** What routing reads of the config. */
+export type Routing = Pick<Config, "SHARDS" | "REGIONS">;
+
+/** A region's shard counts (its own lists, or the default ones); null for a region the config lacks. */
+export function regionShards(routing: Routing, region: string): ShardConfig | null {
+  if (!(region in routing.REGIONS.regions)) return null;
+  return shardsIn(routing.SHARDS, region);
 }
 
 export const ID_PREFIX = {
@@ -69,31 +83,58 @@ export function currentGeneration(shards: ShardConfig, store: ShardedStore, now 
   return 0;
 }
 
-/** The shard a key belongs to in the current generation (used for keys, like an email, that are not issued ids). */
-export function routeKey(shards: ShardConfig, store: ShardedStore, key: string): ShardRef {
-  return routeKeyIn(shards, store, key, currentGeneration(shards, store)) as ShardRef;
+/**
+ * The shard a key belongs to in a region's current generation (for keys, like an email, that are
+ * not issued ids). Throws for a region the config lacks: callers pass a region placement chose.
+ */
+export function routeKey(routing: Routing, store: ShardedStore, key: string, region: string): ShardRef {
+  const shards = regionShards(routing, region);
+  if (!shards) throw new Error(`region ${region} is not configured`);
+  return routeKeyIn(routing, store, key, currentGeneration(shards, store), region) as ShardRef;
 }
 
 /**
- * The shard of a key in generation `gen`, for a login that pinned the generation it began in (its
- * later steps find the same shard after a count changed). Null for a generation the config lacks.
+ * The shard of a key in generation `gen` of a region, for a login that pinned the generation it
+ * began in (its later steps find the same shard after a count changed). Null for a region or
+ * generation the config lacks.
  */
-export function routeKeyIn(shards: ShardConfig, store: ShardedStore, key: string, gen: number): ShardRef | null {
-  const count = shards[store][gen];
-  if (count === undefined) return null;
-  return { store, gen, shard: fnv1a(key) % count };
+export function routeKeyIn(
+  routing: Routing,
+  store: ShardedStore,
+  key: string,
+  gen: number,
+  region: string,
+): ShardRef | null {
+  const place = placementOf(routing.REGIONS, region);
+  const count = place ? shardsIn(routing.SHARDS, region)[store][gen] : undefined;
+  if (!place || count === undefined) return null;
+  return { store, place, gen, shard: fnv1a(key) % count };
 }
 
+/** A shard's object name: `session:apac:g0:s3`; the global region keeps the names from before regions. */
 export function objectName(ref: ShardRef): string {
-  return `${ref.store}:g${ref.gen}:s${ref.shard}`;
+  const region = ref.place.region === GLOBAL_REGION ? "" : `${ref.place.region}:`;
+  return `${ref.store}:${region}g${ref.gen}:s${ref.shard}`;
 }
 
-const ID_RE = /^([a-z]+)_([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{43,44})$/;
+/**
+ * A shard's full address, for write-behind items that name the shard their events go to:
+ * `[<jurisdiction>/]<object name>[@<hint>]` (stores.ts shardNamed reads it back).
+ */
+export function shardAddress(ref: ShardRef): string {
+  const j = ref.place.jurisdiction ? `${ref.place.jurisdiction}/` : "";
+  const hint = ref.place.hint ? `@${ref.place.hint}` : "";
+  return `${j}${objectName(ref)}${hint}`;
+}
+
+const ID_RE = /^([a-z]+)_([a-z][a-z0-9]{1,7})_([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{44})$/;
+/** Ids from before regions: no region part (the global region); 43 characters of secret before the MAC. */
+const UNPLACED_ID_RE = /^([a-z]+)_()([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{43,44})$/;
 /** base64url of 16 bytes. */
 const HALF = 22;
 
 /** What issuing and parsing ids needs: the shard counts and the secret the MAC is keyed with. */
-export type IdCodec = Pick<Config, "SHARDS" | "OTP_HMAC_SECRET"> & {
+export type IdCodec = Pick<Config, "SHARDS" | "REGIONS" | "OTP_HMAC_SECRET"> & {
   POLICY?: Pick<Config["POLICY"], "legacy_ids_until">;
 };
 
@@ -109,40 +150,44 @@ export interface ParsedId {
 }
 
 /**
- * Issues a new id of `kind`, placed by hashing its random part (or on `onto`, to colocate it). `seed`
- * (at least 22 base64url characters) makes the id reproducible: its first 22 are the random part.
+ * Issues a new id of `kind`, placed by hashing its random part in a region, or on the shard `onto`
+ * names (to colocate it). `seed` (at least 22 base64url characters) makes the id reproducible: its
+ * first 22 are the random part.
  */
 export function issueId(
   codec: IdCodec,
   kind: IdKind,
-  onto?: ShardRef,
+  where: { region: string } | { onto: ShardRef },
   seed = randomToken(16),
 ): { id: string; ref: ShardRef } {
   const random = seed.slice(0, HALF);
   if (!/^[A-Za-z0-9_-]{22}$/.test(random)) throw new Error("an id seed is 22 base64url characters or more");
-  const ref = onto ?? routeKey(codec.SHARDS, ID_STORE[kind], random);
+  const ref = "onto" in where ? where.onto : routeKey(codec, ID_STORE[kind], random, where.region);
   if (ref.store !== ID_STORE[kind]) throw new Error(`cannot place a ${kind} id in the ${ref.store} store`);
-  const body = `${ID_PREFIX[kind]}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${random}`;
+  const body = `${ID_PREFIX[kind]}_${ref.place.region}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${random}`;
   return { id: `${body}${idMac(codec, body)}`, ref };
 }
 
 /**
- * Parses an id and checks its MAC, and that its generation and shard exist in config. Returns null for
- * anything malformed, of another kind, not issued by Keyway, or pointing at a shard that never existed.
- * An id of the format before the MAC (a 43-character secret) is accepted only while the policy's
- * `legacy_ids_until` has not passed: set it when upgrading a running deployment, so sessions and
- * refresh tokens issued before the upgrade live out their time.
+ * Parses an id and checks its MAC, and that its region, generation and shard exist in config.
+ * Returns null for anything malformed, of another kind, not issued by Keyway, or pointing at a shard
+ * that never existed or a region the config no longer has. An id of the format before the MAC (a
+ * 43-character secret) is accepted only while the policy's `legacy_ids_until` has not passed: set it
+ * when upgrading a running deployment, so sessions and refresh tokens issued before the upgrade live
+ * out their time.
  */
 export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId | null {
   if (typeof value !== "string" || value.length > 120) return null;
-  const m = ID_RE.exec(value);
+  const m = ID_RE.exec(value) ?? UNPLACED_ID_RE.exec(value);
   if (!m || m[1] !== ID_PREFIX[kind]) return null;
   const store = ID_STORE[kind];
-  const gen = Number.parseInt(m[2] as string, 36);
-  const shard = Number.parseInt(m[3] as string, 36);
-  const count = codec.SHARDS[store][gen];
-  if (count === undefined || shard >= count) return null;
-  const secret = m[4] as string;
+  const region = m[2] || GLOBAL_REGION;
+  const gen = Number.parseInt(m[3] as string, 36);
+  const shard = Number.parseInt(m[4] as string, 36);
+  const place = placementOf(codec.REGIONS, region);
+  const count = place ? shardsIn(codec.SHARDS, region)[store][gen] : undefined;
+  if (!place || count === undefined || shard >= count) return null;
+  const secret = m[5] as string;
   if (secret.length === 2 * HALF) {
     const body = value.slice(0, value.length - HALF);
     if (!timingSafeEqualString(idMac(codec, body), secret.slice(HALF))) return null;
@@ -150,5 +195,22 @@ export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId 
     const until = codec.POLICY?.legacy_ids_until;
     if (!until || Date.parse(until) <= Date.now()) return null;
   }
-  return { kind, ref: { store, gen, shard }, id: value };
+  return { kind, ref: { store, place, gen, shard }, id: value };
+}
+
+/** Every shard of a store: each configured region's, in each of its generations (admin fan-outs, stats). */
+export function allShards(routing: Routing, store: ShardedStore): ShardRef[] {
+  return Object.keys(routing.REGIONS.regions).flatMap((region) => {
+    const place = placementOf(routing.REGIONS, region) as Placement;
+    return shardsIn(routing.SHARDS, region)[store].flatMap((count, gen) =>
+      Array.from({ length: count }, (_, shard) => ({ store, place, gen, shard })),
+    );
+  });
+}
+
+/** A key's shard in every generation of every configured region (fan-outs that must reach all of a key's copies). */
+export function keyShardsEverywhere(routing: Routing, store: ShardedStore, key: string): ShardRef[] {
+  return Object.keys(routing.REGIONS.regions).flatMap((region) =>
+    shardsIn(routing.SHARDS, region)[store].map((_, gen) => routeKeyIn(routing, store, key, gen, region) as ShardRef),
+  );
 }

@@ -1,5 +1,6 @@
 import { STORE_BINDINGS } from "../../durable-objects/contract";
 import type { Env } from "./env";
+import { type Jurisdiction, LOCATION_HINTS, type LocationHint } from "./regions";
 import { objectName, type ShardedStore, type ShardRef } from "./sharding";
 
 type BindingOf<S extends ShardedStore> = (typeof STORE_BINDINGS)[S]["binding"];
@@ -11,26 +12,62 @@ type EnvWith<S extends ShardedStore> = Pick<Env, BindingOf<S>>;
 
 /**
  * The stub of the shard `ref` names, for every sharded object (the five stores, the MailOutbox and
- * the AuditBuffer). Ids map to objects by name, so the mapping never changes.
+ * the AuditBuffer). Ids map to objects by name, so the mapping never changes. A region's objects are
+ * created in its jurisdiction (they never leave it) and with its location hint (honoured when an
+ * object is first created; an existing object stays where it is).
  */
 export function shard<S extends ShardedStore>(env: EnvWith<S>, store: S, ref: ShardRef): StubOf<S> {
   if (ref.store !== store) throw new Error(`a ${ref.store} route cannot reach the ${store} store`);
-  return stubOf(env, store, objectName(ref));
+  return stubOf(env, store, objectName(ref), ref.place.jurisdiction, ref.place.hint);
 }
 
-const OBJECT_NAME = /^([a-z]+):g(\d{1,2}):s(\d{1,4})$/;
+const ADDRESS = /^(?:(eu|us|fedramp)\/)?(([a-z]+):(?:[a-z][a-z0-9]{1,7}:)?g\d{1,2}:s\d{1,4})(?:@([a-z]{2,4}))?$/;
 
 /**
- * The stub of a shard by the object name a write-behind item carries (a mail retry's audit shard):
- * the name is checked to be one of `store`'s, never any object of the namespace.
+ * The stub of a shard by the address a write-behind item carries (sharding.ts shardAddress: a mail
+ * retry's audit shard): the address is checked to be one of `store`'s shards, never any object of
+ * the namespace.
  */
-export function shardNamed<S extends ShardedStore>(env: EnvWith<S>, store: S, name: string): StubOf<S> {
-  const m = OBJECT_NAME.exec(name);
-  if (!m || m[1] !== store) throw new Error(`${name} is not a ${store} shard`);
-  return stubOf(env, store, name);
+export function shardNamed<S extends ShardedStore>(env: EnvWith<S>, store: S, address: string): StubOf<S> {
+  const m = ADDRESS.exec(address);
+  if (!m || m[3] !== store || (m[4] && !(LOCATION_HINTS as readonly string[]).includes(m[4])))
+    throw new Error(`${address} is not a ${store} shard`);
+  return stubOf(env, store, m[2] as string, m[1] as Jurisdiction | undefined, m[4] as LocationHint | undefined);
 }
 
-function stubOf<S extends ShardedStore>(env: EnvWith<S>, store: S, name: string): StubOf<S> {
-  const ns = (env as unknown as Env)[STORE_BINDINGS[store].binding] as unknown as DurableObjectNamespace;
-  return ns.get(ns.idFromName(name)) as unknown as StubOf<S>;
+function stubOf<S extends ShardedStore>(
+  env: EnvWith<S>,
+  store: S,
+  name: string,
+  jurisdiction?: Jurisdiction,
+  hint?: LocationHint,
+): StubOf<S> {
+  let ns = (env as unknown as Env)[STORE_BINDINGS[store].binding] as unknown as DurableObjectNamespace;
+  let prefix = "";
+  if (jurisdiction) {
+    const inside = withinJurisdiction(ns, jurisdiction);
+    if (inside) ns = inside;
+    else prefix = `${jurisdiction}/`;
+  }
+  return ns.get(ns.idFromName(`${prefix}${name}`), hint ? { locationHint: hint } : undefined) as unknown as StubOf<S>;
+}
+
+let jurisdictionsMissing = false;
+
+/**
+ * The namespace's jurisdictional subnamespace, or null in workerd, which has none ("Jurisdiction
+ * restrictions are not implemented in workerd": local dev and tests). There a jurisdiction's objects
+ * get names of their own (`eu/<name>`), so they stay apart from other regions' objects as they are
+ * on Cloudflare. Any other failure is thrown: on Cloudflare an object is never placed outside its
+ * jurisdiction by a fallback.
+ */
+function withinJurisdiction(ns: DurableObjectNamespace, jurisdiction: Jurisdiction): DurableObjectNamespace | null {
+  if (jurisdictionsMissing) return null;
+  try {
+    return ns.jurisdiction(jurisdiction);
+  } catch (err) {
+    if (!(err instanceof Error && err.message.includes("not implemented in workerd"))) throw err;
+    jurisdictionsMissing = true;
+    return null;
+  }
 }

@@ -4,7 +4,7 @@ import { base64url } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
 import { keyRing, type SigningAlg } from "./keys";
-import { issueId, parseId } from "./sharding";
+import { allShards, issueId, parseId } from "./sharding";
 import { shard } from "./stores";
 
 /** Claims Keyway puts in an access token besides the RFC 9068 ones: `sid` and `grant_id` drive revocation. */
@@ -47,7 +47,7 @@ export function newJti(config: Config, sid: string, secret?: string): string {
   // A sid no longer accepted (an id of the format before the MAC, past legacy_ids_until): the grant
   // it belongs to cannot be honoured.
   if (!parsed) throw new OAuthError("invalid_grant", "the login this grant belongs to is no longer valid");
-  return issueId(config, "jti", parsed.ref, secret).id;
+  return issueId(config, "jti", { onto: parsed.ref }, secret).id;
 }
 
 export async function signAccessToken(
@@ -88,11 +88,11 @@ export async function signAccessToken(
 export async function signClientToken(
   env: Env,
   config: Config,
-  c: { client_id: string; scope: string; iat: number },
+  c: { client_id: string; scope: string; iat: number; region: string },
 ): Promise<{ token: string; jti: string }> {
   const alg = config.POLICY.access_token_signing_alg;
   const key = (await keyRing(env, config)).signing[alg];
-  const { id: jti } = issueId(config, "jti");
+  const { id: jti } = issueId(config, "jti", { region: c.region });
   const token = await new SignJWT({ client_id: c.client_id, scope: c.scope })
     .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
     .setIssuer(config.ISSUER)
@@ -257,11 +257,7 @@ const markHorizon = (config: Config, from: number) =>
 export async function revokeUserEverywhere(env: Env, config: Config, userId: string, at: number): Promise<void> {
   const horizon = markHorizon(config, at);
   await Promise.all(
-    config.SHARDS.revocation.flatMap((count, gen) =>
-      Array.from({ length: count }, (_, s) =>
-        shard(env, "revocation", { store: "revocation", gen, shard: s }).revokeUser(userId, at, horizon),
-      ),
-    ),
+    allShards(config, "revocation").map((ref) => shard(env, "revocation", ref).revokeUser(userId, at, horizon)),
   );
 }
 

@@ -88,7 +88,7 @@ async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promis
   const config = c.get("config");
   const ttl = config.POLICY.login_tx_ttl_seconds;
   const { prompts: _, login_hint: loginHint, ...carried } = request;
-  const { tx, id } = await beginLoginTx(config, carried, Date.now());
+  const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"));
   const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), id, {
     secure: config.secureCookies,
     maxAge: ttl,

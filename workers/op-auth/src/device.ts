@@ -75,6 +75,7 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
       device_user_code: userCode,
     },
     now,
+    c.get("region"),
   );
   const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), id, {
     secure: config.secureCookies,

@@ -10,7 +10,7 @@ import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
 import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
 import { deliverOtp, otpMessage } from "../../shared/mail/index";
-import { issueId, parseId, routeKeyIn } from "../../shared/sharding";
+import { issueId, parseId, routeKey, routeKeyIn, shardAddress } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { pageError } from "./errors";
@@ -97,13 +97,37 @@ function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, po
 const codeMacOf = (config: Config, emailKey: string, code: string) =>
   hmac(config.OTP_HMAC_SECRET, `otp:${emailKey}:${code}`);
 
-/** The email's ChallengeStore shard, in the generation the login began in. */
-function challengeShard(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
+/**
+ * The email's ChallengeStore shard in the login's region (where its first request was placed), in
+ * the generation the login began in.
+ */
+function challengeRef(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
   const config = c.get("config");
-  const ref = routeKeyIn(config.SHARDS, "challenge", emailKey, post.tx.challengeGen);
+  const ref = routeKeyIn(config, "challenge", emailKey, post.tx.challengeGen, post.tx.id.ref.place.region);
   // A sealed generation the config lacks: only a config that dropped a generation gets here.
   if (!ref) throw fail("invalid_request", "the login transaction is unknown or expired");
-  return shard(c.env, "challenge", ref);
+  return ref;
+}
+
+const challengeShard = (c: Context<AppEnv>, post: LoginPost, emailKey: string) =>
+  shard(c.env, "challenge", challengeRef(c, post, emailKey));
+
+/**
+ * Wrong codes tried in a region other than the address's home are also counted at its home shard
+ * (the address's ChallengeStore shard in REGIONS.home, current generation), which answers whether the
+ * address is now locked everywhere; the regional shard tries no other code of the address until that
+ * answer is settled there. One extra round trip per wrong code, none for a right one (issue 12).
+ */
+async function reportFailureHome(
+  c: Context<AppEnv>,
+  regional: ReturnType<typeof challengeShard>,
+  emailKey: string,
+  now: number,
+): Promise<void> {
+  const config = c.get("config");
+  const home = shard(c.env, "challenge", routeKey(config, "challenge", emailKey, config.REGIONS.home));
+  const { locked_until } = await home.countFailureAtHome({ emailKey, now, policy: otpPolicy(config) });
+  await regional.settleReport(emailKey, locked_until, now);
 }
 
 function otpPolicy(config: Config): OtpPolicy {
@@ -170,7 +194,8 @@ export const generateCode = loginPost("generate", async (c, post) => {
     });
 
   // After the response: one attempt, then bounded retries from the MailOutbox (same code, never a new one).
-  if (deliver && !captured) c.executionCtx.waitUntil(deliverOtp(c.env, config, { message, emailKey, ip }));
+  if (deliver && !captured)
+    c.executionCtx.waitUntil(deliverOtp(c.env, config, { message, emailKey, ip, region: post.tx.id.ref.place.region }));
   if (post.form) return codeStep({ issuerName: config.ISSUER_NAME, tx: post.txValue, email });
   return json({ sent: true, expires_in: issued.expires_in, resend_after: issued.resend_after }, 200, NO_STORE);
 });
@@ -190,7 +215,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
 
   const now = Date.now();
   const emailKey = await auditEmailKey(config, email);
-  const challenges = challengeShard(c, post, emailKey);
+  const regional = challengeRef(c, post, emailKey);
+  const challenges = shard(c.env, "challenge", regional);
+  const home = routeKey(config, "challenge", emailKey, config.REGIONS.home);
   const result = await challenges.verifyChallenge({
     emailKey,
     sourceKey: await sourceKeyOf(c),
@@ -198,7 +225,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     codeMac: await codeMacOf(config, emailKey, code),
     now,
     policy: otpPolicy(config),
+    reportsHome: shardAddress(home) !== shardAddress(regional),
   });
+  if (result.status === "invalid" && result.report) await reportFailureHome(c, challenges, emailKey, now);
   if (result.status !== "ok") audit(c, { kind: result.status === "locked" ? "lockout" : "code_failed", emailKey });
   if (result.status === "locked")
     throw new OAuthError("too_many_attempts", "too many wrong codes for this address", {
@@ -223,8 +252,8 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   // A new session every time, in the transaction's shard, stored when `redirect_to` is followed (it
   // carries the login sealed: login-tx.ts). Any session cookie the browser brought is replaced, never
   // reused (no fixation).
-  const { id: sessionId } = issueId(config, "session", post.tx.id.ref);
-  const { id: sid } = issueId(config, "sid");
+  const { id: sessionId } = issueId(config, "session", { onto: post.tx.id.ref });
+  const { id: sid } = issueId(config, "sid", { region: post.tx.id.ref.place.region });
   const ttl = config.POLICY.session_ttl_seconds;
   const done = await sealVerifiedLogin(config, post.tx, {
     session: { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },

@@ -1,5 +1,5 @@
 import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract";
-import type { Config } from "../../shared/config";
+import { type Config, shardsIn } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import { issueSealedId, openSealedId, sealOnto } from "../../shared/sealed-id";
 import { currentGeneration, type ParsedId } from "../../shared/sharding";
@@ -13,7 +13,8 @@ import { currentGeneration, type ParsedId } from "../../shared/sharding";
  *   see sealVerifiedLogin), and the session is stored, with the hash of the id, only when
  *   `redirect_to` is followed; a second session from the same transaction is refused
  *   (SessionStore.startSession), so the transaction yields one session and one code.
- * The id's generation and shard name the SessionStore shard the session will live in.
+ * The id's region, generation and shard name the SessionStore shard the session will live in; its
+ * region is the login's: every object the login makes is placed there (regions.ts).
  */
 export interface LoginTx {
   id: ParsedId;
@@ -35,13 +36,14 @@ export async function beginLoginTx(
   config: Config,
   request: AuthRequest,
   now: number,
+  region: string,
 ): Promise<{ tx: string; id: string }> {
   const state: TxState = {
     request,
-    challenge_gen: currentGeneration(config.SHARDS, "challenge"),
+    challenge_gen: currentGeneration(shardsIn(config.SHARDS, region), "challenge"),
     exp: now + config.POLICY.login_tx_ttl_seconds * 1000,
   };
-  const { value, id } = await issueSealedId(config, "tx", "login-tx", state);
+  const { value, id } = await issueSealedId(config, "tx", "login-tx", state, { region });
   return { tx: value, id };
 }
 

@@ -4,6 +4,7 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { withLiveShards } from "../../shared/live-shards";
 import { errorField, log } from "../../shared/log";
+import { type Placement, placementOf } from "../../shared/regions";
 import { currentGeneration } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { appendShardGeneration } from "./shards";
@@ -56,12 +57,15 @@ export async function runShardController(env: Env, base: Config, now: number): P
 
 async function controlStore(env: Env, config: Config, store: StoreName, now: number): Promise<ControllerDecision> {
   const policy = config.POLICY.shard_controller;
+  // The live generations extend the default lists; their traffic is sampled in the default region.
+  const region = config.REGIONS.default;
   const gen = currentGeneration(config.SHARDS, store, now);
   const count = config.SHARDS[store][gen] as number;
   const samples: Sample[] = await Promise.all(
     Array.from({ length: count }, async (_, s) => {
       // Every store has `stats()`; the stub's type is not narrowed over the union of stores here.
-      const stub = shard(env, store, { store, gen, shard: s }) as unknown as { stats(): Promise<Sample> };
+      const ref = { store, place: placementOf(config.REGIONS, region) as Placement, gen, shard: s };
+      const stub = shard(env, store, ref) as unknown as { stats(): Promise<Sample> };
       const stats = await stub.stats();
       return { shard: s, served: stats.served, since: stats.since };
     }),

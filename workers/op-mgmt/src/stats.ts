@@ -1,10 +1,10 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
-import { STORE_NAMES } from "../../shared/config";
+import { STORE_NAMES, shardsIn } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json, NO_STORE } from "../../shared/http";
 import { askPeers, isolateCounters } from "../../shared/isolate";
-import { currentGeneration, type ShardedStore, type ShardRef } from "../../shared/sharding";
+import { allShards, currentGeneration, type ShardedStore, type ShardRef } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 
 interface ShardStats {
@@ -31,26 +31,28 @@ function statsOf(env: Env, ref: ShardRef): Promise<ShardStats> {
  */
 export async function shardStats(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
-  const shards = config.SHARDS;
   const [stores, peers] = await Promise.all([
     Promise.all(
       OBJECTS.map(async (store) => {
-        const refs = shards[store].flatMap((count, gen) =>
-          Array.from({ length: count }, (_, s) => ({ store, gen, shard: s })),
-        );
         const rows = await Promise.all(
-          refs.map(async (ref) => ({ generation: ref.gen, shard: ref.shard, ...(await statsOf(c.env, ref)) })),
+          allShards(config, store).map(async (ref) => ({
+            region: ref.place.region,
+            generation: ref.gen,
+            shard: ref.shard,
+            ...(await statsOf(c.env, ref)),
+          })),
         );
         const served = rows.map((r) => r.served);
         const total = served.reduce((a, b) => a + b, 0);
-        const gen = currentGeneration(shards, store);
-        const current = rows.filter((r) => r.generation === gen).map((r) => r.served);
+        const current = rows
+          .filter((r) => r.generation === currentGeneration(shardsIn(config.SHARDS, r.region), store))
+          .map((r) => r.served);
         return [
           store,
           {
             total,
             rows_written: rows.reduce((a, r) => a + r.rows_written, 0),
-            // Busiest shard of the current generation over the mean: 1.0 is a perfect spread.
+            // Busiest shard of the current generations over the mean: 1.0 is a perfect spread.
             imbalance: total ? Math.max(...current) / (current.reduce((a, b) => a + b, 0) / current.length || 1) : null,
             shards: rows.map((r) => ({ ...r, since: new Date(r.since).toISOString() })),
           },

@@ -6,7 +6,7 @@ import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { errorField, log } from "../../shared/log";
-import { objectName, routeKey, routeKeyIn } from "../../shared/sharding";
+import { keyShardsEverywhere, routeKey, shardAddress } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { revokeUserEverywhere } from "../../shared/tokens";
 import { findUser, newUserId, type User } from "../../shared/users";
@@ -55,7 +55,7 @@ export async function importUsers(c: Context<AppEnv>): Promise<Response> {
 }
 
 /**
- * Tells each new user's address shard (ChallengeStore, current generation) who the address belongs
+ * Tells each new user's address shards (ChallengeStore, each region's current generation) who the address belongs
  * to, one call per shard, so the first sign-in of a created or imported user reads no D1. Only a cache:
  * if a shard cannot take it, that user's first sign-in reads D1 instead.
  */
@@ -64,11 +64,13 @@ async function rememberInShards(c: Context<AppEnv>, users: { id: string; email: 
   const byShard = new Map<string, { ref: ReturnType<typeof routeKey>; users: { emailKey: string; id: string }[] }>();
   for (const u of users) {
     const emailKey = await auditEmailKey(config, u.email);
-    const ref = routeKey(config.SHARDS, "challenge", emailKey);
-    const name = objectName(ref);
-    const entry = byShard.get(name) ?? { ref, users: [] };
-    entry.users.push({ emailKey, id: u.id });
-    byShard.set(name, entry);
+    for (const region of Object.keys(config.REGIONS.regions)) {
+      const ref = routeKey(config, "challenge", emailKey, region);
+      const address = shardAddress(ref);
+      const entry = byShard.get(address) ?? { ref, users: [] };
+      entry.users.push({ emailKey, id: u.id });
+      byShard.set(address, entry);
+    }
   }
   await Promise.all(
     [...byShard.values()].map(({ ref, users: list }) =>
@@ -130,10 +132,9 @@ export async function deleteUser(c: Context<AppEnv>): Promise<Response> {
   if (!row) throw new OAuthError("not_found", "no such user");
   const emailKey = await auditEmailKey(config, row.email);
   await Promise.all([
-    ...config.SHARDS.challenge.map((_, gen) => {
-      const ref = routeKeyIn(config.SHARDS, "challenge", emailKey, gen);
-      return ref ? shard(c.env, "challenge", ref).forgetUser(emailKey) : undefined;
-    }),
+    ...keyShardsEverywhere(config, "challenge", emailKey).map((ref) =>
+      shard(c.env, "challenge", ref).forgetUser(emailKey),
+    ),
     revokeUserEverywhere(c.env, config, userId, Date.now()),
   ]);
   return new Response(null, { status: 204 });

@@ -30,9 +30,11 @@ export async function deviceAuthorization(c: Context<AppEnv>): Promise<Response>
   const now = Date.now();
   // A user code already pending on its shard is drawn again (about 1 in 10^10 per live request).
   for (let attempt = 0; attempt < 3; attempt++) {
-    const userCode = newUserCode();
-    const ref = deviceShard(config, userCode);
-    const { id: deviceCode } = issueId(config, "device", ref);
+    // Placed in the device's region; its first letter tells where (device.ts), wherever it is typed.
+    const region = c.get("region");
+    const userCode = newUserCode(config, region);
+    const ref = deviceShard(config, userCode, region);
+    const { id: deviceCode } = issueId(config, "device", { onto: ref });
     const stored = await shard(c.env, "code", ref).startDevice({
       deviceHash: await sha256(deviceCode),
       userCode,

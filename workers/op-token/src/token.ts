@@ -52,7 +52,7 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
   }
   if (grantType === "client_credentials") {
     admitNewWork(c);
-    const body = await clientCredentials(c.env, config, client, form);
+    const body = await clientCredentials(c.env, config, client, form, c.get("region"));
     audit(c, issued);
     return json(body, 200, NO_STORE);
   }
@@ -114,7 +114,10 @@ async function prepareLoginGrant(
   startFamily: boolean,
   now: number,
 ): Promise<{ plan: IssuePlan; ended: boolean }> {
-  const { id: grantId, ref: familyRef } = issueId(config, "grant");
+  // The refresh family lives in the login's region (the one its sid names), wherever /token is called from.
+  const sidRef = parseId(config, "sid", grant.sid);
+  const region = sidRef?.ref.place.region ?? config.REGIONS.default;
+  const { id: grantId, ref: familyRef } = issueId(config, "grant", { region });
   const plan: IssuePlan = {
     grant,
     grantId,
@@ -137,7 +140,6 @@ async function prepareLoginGrant(
       ),
     );
   }
-  const sidRef = parseId(config, "sid", grant.sid);
   const [ended] = await Promise.all([
     sidRef
       ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
@@ -156,7 +158,13 @@ const PERSON_SCOPES = new Set(["openid", "email", "profile", "offline_access"]);
  * the client registered, never widen it; without it, every API scope the client holds. No store call:
  * nothing is kept for such a token until someone revokes it.
  */
-async function clientCredentials(env: Env, config: Config, client: Client, form: Record<string, string>) {
+async function clientCredentials(
+  env: Env,
+  config: Config,
+  client: Client,
+  form: Record<string, string>,
+  region: string,
+) {
   // authenticateClient already refused a public client whose registration says `none`; a public
   // client cannot have registered this grant (op-mgmt refuses it), so this is belt and braces.
   if (client.token_endpoint_auth_method === "none")
@@ -174,6 +182,7 @@ async function clientCredentials(env: Env, config: Config, client: Client, form:
     client_id: client.client_id,
     scope,
     iat: Math.floor(Date.now() / 1000),
+    region,
   });
   return {
     access_token: token,

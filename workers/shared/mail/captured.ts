@@ -2,7 +2,7 @@ import { auditEmailKey } from "../audit";
 import type { Config } from "../config";
 import { seal, unseal } from "../crypto";
 import type { Env } from "../env";
-import { routeKeyIn } from "../sharding";
+import { keyShardsEverywhere } from "../sharding";
 import { shard } from "../stores";
 import { type OtpMessage, renderOtpMail } from "./message";
 import { outboxSealMaterial } from "./outbox";
@@ -43,7 +43,8 @@ export async function sealCapturedMail(config: Config, message: OtpMessage): Pro
 
 /**
  * The captured mail of a normalized address, newest first. It lives in the email's ChallengeStore
- * shard of the generation its login began in, so every generation's shard of the address is read.
+ * shard of the region and generation its login began in, so the address's shard in every region and
+ * generation is read.
  */
 export async function capturedMail(
   env: Pick<Env, "CHALLENGES">,
@@ -52,10 +53,11 @@ export async function capturedMail(
 ): Promise<CapturedMail[]> {
   const emailKey = await auditEmailKey(config, email);
   const now = Date.now();
-  const generations = config.SHARDS.challenge.map((_, gen) => routeKeyIn(config.SHARDS, "challenge", emailKey, gen));
   const rows = (
     await Promise.all(
-      generations.map((ref) => (ref ? shard(env as Env, "challenge", ref).capturedMail(emailKey, now) : [])),
+      keyShardsEverywhere(config, "challenge", emailKey).map((ref) =>
+        shard(env as Env, "challenge", ref).capturedMail(emailKey, now),
+      ),
     )
   )
     .flat()

@@ -30,11 +30,11 @@ export function otpMessage(config: Config, to: string, code: string, now: number
 export async function deliverOtp(
   env: Env,
   config: Config,
-  m: { message: OtpMessage; emailKey: string; ip?: string | null },
+  m: { message: OtpMessage; emailKey: string; ip?: string | null; region: string },
 ): Promise<void> {
   const { message } = m;
   const id = randomToken(16);
-  const auditShard = auditShardName(config.SHARDS, m.emailKey);
+  const auditShard = auditShardName(config, m.region, m.emailKey);
   const event = (kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) =>
     auditEvent({ kind, emailKey: m.emailKey, detail: { transport: config.MAIL_TRANSPORT, ...detail } }, m.ip ?? null);
   const expiresAt = message.expiresAt ?? Date.now() + message.expiresInSeconds * 1000;
@@ -62,7 +62,7 @@ export async function deliverOtp(
       issuer_name: config.ISSUER_NAME,
       issuer: config.ISSUER,
     };
-    await outboxFor(env, outboxShardName(config.SHARDS, m.emailKey)).enqueue({
+    await outboxFor(env, outboxShardName(config, m.region, m.emailKey)).enqueue({
       key: m.emailKey,
       id,
       sealed: await seal(outboxSealMaterial(config.MAIL_OUTBOX_SECRET), JSON.stringify(sealed)),

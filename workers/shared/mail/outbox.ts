@@ -1,11 +1,10 @@
 import type { MailOutbox } from "../../../durable-objects/contract";
-import type { Config } from "../config";
-import { objectName, routeKey } from "../sharding";
+import { type Routing, routeKey, shardAddress } from "../sharding";
 import { shardNamed } from "../stores";
 
 /** The MailOutbox shard of an address, by the HMAC of its email. */
-export function outboxShardName(shards: Config["SHARDS"], emailKey: string): string {
-  return objectName(routeKey(shards, "mail", emailKey));
+export function outboxShardName(routing: Routing, region: string, emailKey: string): string {
+  return shardAddress(routeKey(routing, "mail", emailKey, region));
 }
 
 /** The MailOutbox shard an address's retries go to. */

@@ -1,0 +1,151 @@
+import { z } from "zod";
+
+/**
+ * Regions (issue 12): where a login's Durable Objects live. A region is a named placement, a
+ * Durable Object location hint or a jurisdiction, with its own shards; every issued id names the
+ * region it was placed in, so it keeps its route whatever the region table says later.
+ *
+ * A new login is placed in the region its first request maps to: `request.cf.country` through
+ * `countries` (residency first), else `request.cf.continent` through `continents`, else `default`.
+ * Every later object of that login (code, session, refresh family, token jtis) follows the login's
+ * region, not the region of whoever calls later (a relying party's back end calling /token from
+ * another continent does not move a European user's refresh family out of Europe).
+ */
+
+/** Cloudflare's location hints (developers.cloudflare.com/durable-objects/reference/data-location/). */
+export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"] as const;
+export type LocationHint = (typeof LOCATION_HINTS)[number];
+
+/** Durable Object jurisdictions: objects created in one never leave it. */
+export const JURISDICTIONS = ["eu", "us", "fedramp"] as const;
+export type Jurisdiction = (typeof JURISDICTIONS)[number];
+
+/**
+ * The region of every deployment that configures none, and of every id issued before ids named
+ * their region: no hint, no jurisdiction (Cloudflare places each object near its first request), and
+ * its objects keep the names they had (`session:g0:s1`).
+ */
+export const GLOBAL_REGION = "global";
+
+/** The 27 EU member states and Iceland, Liechtenstein and Norway (ISO 3166-1 alpha-2; Greece is GR here). */
+export const EEA_COUNTRIES = [
+  "AT", "BE", "BG", "HR", "CY", "CZ", "DK", "EE", "FI", "FR", "DE", "GR", "HU", "IE", "IT", "LV", "LT", "LU",
+  "MT", "NL", "PL", "PT", "RO", "SK", "SI", "ES", "SE", "IS", "LI", "NO",
+] as const; // biome-ignore format: a table
+
+/** `request.cf.continent` values. */
+const CONTINENTS = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"] as const;
+
+const regionName = z
+  .string()
+  .regex(/^[a-z][a-z0-9]{1,7}$/, "a region name is 2 to 8 lower-case letters and digits, starting with a letter");
+const country = z.string().regex(/^[A-Z]{2}$/, "a country is an ISO 3166-1 alpha-2 code");
+
+const regionSchema = z
+  .object({
+    /** Where Cloudflare creates the region's objects (a hint: honoured when an object is first created). */
+    hint: z.enum(LOCATION_HINTS).optional(),
+    /** The jurisdiction the region's objects are created in and never leave. */
+    jurisdiction: z.enum(JURISDICTIONS).optional(),
+  })
+  .strict();
+
+export const regionsSchema = z
+  .object({
+    regions: z.record(regionName, regionSchema).refine((r) => Object.keys(r).length >= 1, "at least one region"),
+    /** The region of a request whose country and continent map to none (or that has no `cf`). */
+    default: regionName,
+    /**
+     * The region whose shards count wrong codes for an address across every region (docs/security.md):
+     * one place per address, so guesses spread over regions still meet one hourly limit.
+     */
+    home: regionName.optional(),
+    continents: z.partialRecord(z.enum(CONTINENTS), regionName).default({}),
+    countries: z.record(country, regionName).default({}),
+    /**
+     * Data residency: requests from these countries are placed in this region, whose objects must be
+     * in a jurisdiction. `"EEA"` in the list stands for the 30 EEA countries. Checked before
+     * `countries` and `continents`, and never overridden by them.
+     */
+    residency: z
+      .object({ region: regionName, countries: z.array(z.union([country, z.literal("EEA")])).min(1) })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .superRefine((r, ctx) => {
+    const known = (name: string, path: (string | number)[]) => {
+      if (!(name in r.regions)) ctx.addIssue({ code: "custom", path, message: `region ${name} is not in regions` });
+    };
+    known(r.default, ["default"]);
+    if (r.home) known(r.home, ["home"]);
+    for (const [k, v] of Object.entries(r.continents)) known(v as string, ["continents", k]);
+    for (const [k, v] of Object.entries(r.countries)) known(v, ["countries", k]);
+    const g = r.regions[GLOBAL_REGION];
+    if (g && (g.hint || g.jurisdiction))
+      ctx.addIssue({
+        code: "custom",
+        path: ["regions", GLOBAL_REGION],
+        message: "the global region is placed by first request: no hint, no jurisdiction",
+      });
+    if (r.residency) {
+      known(r.residency.region, ["residency", "region"]);
+      if (!r.regions[r.residency.region]?.jurisdiction)
+        ctx.addIssue({
+          code: "custom",
+          path: ["residency", "region"],
+          message: "the residency region must have a jurisdiction",
+        });
+    }
+  })
+  .transform((r) => {
+    const resident = new Set((r.residency?.countries ?? []).flatMap((c) => (c === "EEA" ? [...EEA_COUNTRIES] : [c])));
+    return { ...r, home: r.home ?? r.default, resident };
+  });
+
+export type RegionConfig = z.output<typeof regionsSchema>;
+
+export const DEFAULT_REGIONS = JSON.stringify({ regions: { [GLOBAL_REGION]: {} }, default: GLOBAL_REGION });
+
+/** What routing needs to know of a region: where its objects are created. */
+export interface Placement {
+  region: string;
+  hint?: LocationHint;
+  jurisdiction?: Jurisdiction;
+}
+
+export function placementOf(regions: RegionConfig, region: string): Placement | null {
+  const r = regions.regions[region];
+  if (!r) return null;
+  return { region, ...(r.hint ? { hint: r.hint } : {}), ...(r.jurisdiction ? { jurisdiction: r.jurisdiction } : {}) };
+}
+
+/** The part of `request.cf` placement reads. */
+export interface RequestGeo {
+  country?: string | null;
+  continent?: string | null;
+}
+
+/**
+ * The region a new login (or device request, or machine token) is placed in: residency, then the
+ * country table, then the continent table, then the default. Cloudflare sets `cf.country` to `T1`
+ * for Tor and `XX` when unknown; neither is in a table, so both take the continent or the default.
+ */
+export function regionFor(regions: RegionConfig, geo: RequestGeo | undefined): string {
+  const country = typeof geo?.country === "string" ? geo.country.toUpperCase() : undefined;
+  if (country && regions.residency && regions.resident.has(country)) return regions.residency.region;
+  if (country && regions.countries[country]) return regions.countries[country];
+  const continent = typeof geo?.continent === "string" ? geo.continent.toUpperCase() : undefined;
+  const byContinent = continent ? regions.continents[continent as keyof RegionConfig["continents"]] : undefined;
+  return byContinent ?? regions.default;
+}
+
+/** The geography Cloudflare put on a request (absent locally, where the dev gateway may set it). */
+export function requestGeo(req: Request): RequestGeo | undefined {
+  const cf = (req as { cf?: { country?: unknown; continent?: unknown } }).cf;
+  if (!cf) return undefined;
+  return {
+    country: typeof cf.country === "string" ? cf.country : null,
+    continent: typeof cf.continent === "string" ? cf.continent : null,
+  };
+}
