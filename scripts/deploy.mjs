@@ -32,7 +32,7 @@ const STORE_SECRETS = ["MAIL_OUTBOX_SECRET", "MAIL_API_KEY", "SMTP_PASSWORD"];
  * @typedef {{
  *   issuer: string, zone: string, issuerName?: string, mailTransport: string, mailFrom: string,
  *   mailFromName?: string, mailHttpUrl?: string, smtpHost?: string, smtpPort?: string, smtpUser?: string,
- *   smtpHelo?: string, shards?: string, policy?: string, database: string, databaseId?: string,
+ *   smtpHelo?: string, shards?: string, regions?: string, policy?: string, database: string, databaseId?: string,
  *   secretsFile: string, outDir: string, dryRun: boolean, smoke: boolean
  * }} DeployOptions
  */
@@ -54,6 +54,7 @@ export function parseOptions(argv) {
       "smtp-user": { type: "string" },
       "smtp-helo": { type: "string" },
       shards: { type: "string" },
+      regions: { type: "string" },
       policy: { type: "string" },
       database: { type: "string", default: "keyway" },
       "database-id": { type: "string" },
@@ -97,6 +98,7 @@ export function parseOptions(argv) {
     ["smtpUser", "smtp-user"],
     ["smtpHelo", "smtp-helo"],
     ["shards", "shards"],
+    ["regions", "regions"],
     ["policy", "policy"],
     ["databaseId", "database-id"],
   ]);
@@ -124,6 +126,7 @@ export function productionVars(o, devVars) {
     SMTP_USER: o.smtpUser,
     SMTP_HELO_NAME: o.smtpHelo,
     SHARDS: o.shards ?? (typeof devVars.SHARDS === "string" ? devVars.SHARDS : undefined),
+    REGIONS: o.regions,
     POLICY: o.policy,
   };
   return /** @type {Record<string, string>} */ (

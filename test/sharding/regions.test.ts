@@ -201,6 +201,27 @@ describe("placement: a login's objects live in its region", () => {
   });
 });
 
+describe("placement: the store trace (development and tests only)", () => {
+  it("names each Durable Object call of a step with its store, region and order, only when asked", async () => {
+    const e = regional();
+    const client = await registerClient();
+    const browser = new Browser({ env: e, geo: JAPAN });
+    const { challenge } = await pkce();
+    const tx = await browser.startLogin(client, challenge);
+    const email = uniqueEmail("trace");
+    const plain = await browser.postJson("/email-code/generate", { tx, email });
+    expect(plain.headers.get("x-keyway-store-trace")).toBeNull();
+    const code = await latestCode(email, e);
+    const traced = await browser.postJson("/email-code/verify", { tx, email, code }, { "X-Keyway-Trace": "1" });
+    expect(traced.status).toBe(200);
+    // The code's check, then (a new user) remembering who the address is, after the response: its end
+    // is not known when the header is written (-1), which marks it off the critical path.
+    expect(traced.headers.get("x-keyway-store-trace")).toBe(
+      "challenge@apac.verifyChallenge:1-2, challenge@apac.rememberUser:3--1",
+    );
+  });
+});
+
 describe("placement: ids keep their route when the region table changes", () => {
   it("routes old ids after countries move, and refuses ids of a region removed from config cleanly", async () => {
     const before = regional();

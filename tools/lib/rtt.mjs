@@ -2,9 +2,9 @@
 //
 // Round-trip times between Cloudflare's nine Durable Object location hints, in ms. Cloudflare publishes
 // no such matrix; each hint is stood in for by the AWS region in the same metro area or nearest it, and
-// the figures are the p50 inter-region RTTs of the public cloudping.co matrix for those regions,
-// rounded to 5 ms. They were not re-measured on this machine, which has no internet: treat them as a
-// model input (a ±20 % change moves every modeled figure by about that much, never their order).
+// the figures are the public cloudping.co p50 inter-region RTTs for those regions, rounded to 5 ms as
+// they stood when this was written. This machine has no internet: they were neither re-measured nor
+// re-checked here. A model input (a ±20 % change moves every modeled figure by about that much).
 //   wnam us-west-1 (N. California)   enam us-east-1 (N. Virginia)   sam sa-east-1 (São Paulo)
 //   weur eu-west-2 (London)          eeur eu-central-1 (Frankfurt)  apac ap-northeast-1 (Tokyo)
 //   oc ap-southeast-2 (Sydney)       afr af-south-1 (Cape Town)     me me-south-1 (Bahrain)
@@ -55,8 +55,8 @@ export const TRAFFIC_SHARES = {
 
 /** A user in each area, as the dev gateway is told (country, continent). */
 export const USERS = {
-  wnam: { country: "US", continent: "NA", city: "San Francisco" },
-  enam: { country: "US", continent: "NA", city: "New York", east: true },
+  wnam: { country: "CA", continent: "NA", city: "Vancouver" },
+  enam: { country: "US", continent: "NA", city: "New York" },
   sam: { country: "BR", continent: "SA", city: "São Paulo" },
   weur: { country: "GB", continent: "EU", city: "London" },
   eeur: { country: "PL", continent: "EU", city: "Warsaw" },
@@ -70,5 +70,5 @@ export const USERS = {
 export const MODEL_REGIONS = {
   regions: Object.fromEntries(HINTS.map((h) => [h, { hint: h }])),
   default: "enam",
-  countries: { US: "enam", BR: "sam", GB: "weur", PL: "eeur", JP: "apac", AU: "oc", ZA: "afr", AE: "me" },
+  countries: { CA: "wnam", US: "enam", BR: "sam", GB: "weur", PL: "eeur", JP: "apac", AU: "oc", ZA: "afr", AE: "me" },
 };

@@ -5,7 +5,7 @@ import { errorResponse, OAuthError } from "./errors";
 import { percentDecodesCleanly, watchBody } from "./http";
 import { countingEnv, mountIsolateRoutes } from "./isolate";
 import { withLiveShards } from "./live-shards";
-import { inRequest, log, requestIdOf } from "./log";
+import { formatTrace, inRequest, log, requestIdOf, traceStoreCalls } from "./log";
 import { regionFor, requestGeo } from "./regions";
 
 export type AppEnv = {
@@ -42,13 +42,16 @@ export function createApp(): Hono<AppEnv> {
   // Every response, errors included, names its request; every log line inside it carries the same id.
   app.use(async (c, next) => {
     const requestId = requestIdOf(c.req.raw);
-    await inRequest(requestId, next);
+    const scope: Parameters<typeof inRequest>[0] = { requestId };
+    await inRequest(scope, next);
+    const headers: [string, string][] = [["X-Request-Id", requestId]];
+    if (scope.trace) headers.push(["X-Keyway-Store-Trace", formatTrace(scope.trace)]);
     try {
-      c.res.headers.set("X-Request-Id", requestId);
+      for (const [k, v] of headers) c.res.headers.set(k, v);
     } catch {
       // A response with immutable headers (a redirect made by Response.redirect, a fetched one).
       c.res = new Response(c.res.body, c.res);
-      c.res.headers.set("X-Request-Id", requestId);
+      for (const [k, v] of headers) c.res.headers.set(k, v);
     }
   });
   app.use(async (c, next) => {
@@ -66,6 +69,8 @@ export function createApp(): Hono<AppEnv> {
     // With the shard generations appended live (issue 13), read at most every few seconds per isolate.
     c.set("config", await withLiveShards(c.env, config));
     c.set("region", regionFor(config.REGIONS, requestGeo(c.req.raw)));
+    // The latency model (tools/latency-model.mjs) asks which Durable Objects a step calls; never in production.
+    if (config.ENVIRONMENT !== "production" && c.req.header("x-keyway-trace") === "1") traceStoreCalls();
     // A request counts as in flight once its body has arrived: a client that sends a body slowly
     // holds its own connection, never a slot new work needs, and its body has a deadline (408).
     let counted = false;

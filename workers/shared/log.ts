@@ -6,7 +6,27 @@ import { AsyncLocalStorage } from "node:async_hooks";
  * Workers Logs or `wrangler tail` is found from the `X-Request-Id` header a client saw. Lines from a
  * Durable Object's alarm belong to no request and carry none. A leaf module: the stores import it too.
  */
-const requestScope = new AsyncLocalStorage<{ requestId: string }>();
+interface RequestScope {
+  requestId: string;
+  /** Durable Object calls of this request, when it asked for a trace (never in production). */
+  trace?: StoreCall[];
+  /** Events (a call's start or end) recorded so far: their order tells calls in a row from calls at once. */
+  traceEvents?: number;
+}
+const requestScope = new AsyncLocalStorage<RequestScope>();
+
+/**
+ * One Durable Object call: which store and region, and the order in which it began and ended among
+ * the request's call events (not times: workerd's clock stands still between I/O, so two calls in a
+ * row can share a millisecond). A call that begins after another ended waited for it.
+ */
+export interface StoreCall {
+  store: string;
+  region: string;
+  verb: string;
+  start: number;
+  end: number;
+}
 
 export type LogLevel = "info" | "warn" | "error";
 
@@ -24,9 +44,43 @@ export function errorField(err: unknown, stack = false): string {
   return String(err);
 }
 
-/** Runs `fn` as the request `requestId`: every `log` line inside carries it. */
-export function inRequest<T>(requestId: string, fn: () => T): T {
-  return requestScope.run({ requestId }, fn);
+/** Runs `fn` as the request `scope.requestId`: every `log` line inside carries it. */
+export function inRequest<T>(scope: RequestScope, fn: () => T): T {
+  return requestScope.run(scope, fn);
+}
+
+/**
+ * Starts recording this request's Durable Object calls (tools/latency-model.mjs reads them from the
+ * `X-Keyway-Store-Trace` response header). The caller decides it may: never in production.
+ */
+export function traceStoreCalls(): void {
+  const scope = requestScope.getStore();
+  if (!scope) return;
+  scope.trace = [];
+  scope.traceEvents = 0;
+}
+
+/** Whether this request records its Durable Object calls. */
+export const tracingStoreCalls = () => requestScope.getStore()?.trace !== undefined;
+
+/** Records a call about to be made, when this request is traced: returns what to call when it ends. */
+export function storeCallStarted(store: string, region: string, verb: string): (() => void) | undefined {
+  const scope = requestScope.getStore();
+  if (!scope?.trace) return undefined;
+  const next = () => {
+    scope.traceEvents = (scope.traceEvents ?? 0) + 1;
+    return scope.traceEvents;
+  };
+  const call: StoreCall = { store, region, verb, start: next(), end: -1 };
+  scope.trace.push(call);
+  return () => {
+    call.end = next();
+  };
+}
+
+/** A trace as a header value: `store@region.verb:start-end` per call, in the order they began. */
+export function formatTrace(trace: StoreCall[]): string {
+  return trace.map((c) => `${c.store}@${c.region}.${c.verb}:${c.start}-${c.end}`).join(", ");
 }
 
 /** The id a request is known by: Cloudflare's ray id when it has one. */

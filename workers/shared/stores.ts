@@ -1,5 +1,6 @@
 import { STORE_BINDINGS } from "../../durable-objects/contract";
 import type { Env } from "./env";
+import { storeCallStarted, tracingStoreCalls } from "./log";
 import { type Jurisdiction, LOCATION_HINTS, type LocationHint } from "./regions";
 import { objectName, type ShardedStore, type ShardRef } from "./sharding";
 
@@ -18,7 +19,28 @@ type EnvWith<S extends ShardedStore> = Pick<Env, BindingOf<S>>;
  */
 export function shard<S extends ShardedStore>(env: EnvWith<S>, store: S, ref: ShardRef): StubOf<S> {
   if (ref.store !== store) throw new Error(`a ${ref.store} route cannot reach the ${store} store`);
-  return stubOf(env, store, objectName(ref), ref.place.jurisdiction, ref.place.hint);
+  return traced(stubOf(env, store, objectName(ref), ref.place.jurisdiction, ref.place.hint), store, ref.place.region);
+}
+
+/**
+ * The stub itself, or, in a request that asked for a trace (never in production, log.ts), a stub
+ * whose verb calls are recorded with their store, region and timing.
+ */
+function traced<T extends object>(stub: T, store: string, region: string): T {
+  if (!tracingStoreCalls()) return stub;
+  return new Proxy(stub, {
+    get(target, prop, receiver) {
+      const value = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function" || typeof prop !== "string") return value;
+      return (...args: unknown[]) => {
+        const ended = storeCallStarted(store, region, prop);
+        // Reflect.apply: on an RPC method stub, `.apply` would name a remote method.
+        const result = Reflect.apply(value, target, args);
+        Promise.resolve(result).then(ended, ended);
+        return result;
+      };
+    },
+  });
 }
 
 const ADDRESS = /^(?:(eu|us|fedramp)\/)?(([a-z]+):(?:[a-z][a-z0-9]{1,7}:)?g\d{1,2}:s\d{1,4})(?:@([a-z]{2,4}))?$/;
