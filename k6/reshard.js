@@ -62,7 +62,11 @@ export function setup() {
   return { client, pool };
 }
 
-const generationOf = (refreshToken) => Number.parseInt(String(refreshToken).split("_")[1], 36);
+// A refresh token is `gr_<region>_<generation>_<shard>_<secret>.<secret>` (workers/shared/sharding.ts).
+const generationOf = (refreshToken) => {
+  const m = /^gr_[a-z][a-z0-9]+_([0-9a-z]{1,2})_/.exec(String(refreshToken));
+  return m ? Number.parseInt(m[1], 36) : Number.NaN;
+};
 
 export function logins(data) {
   const r = login(data.client, emailForIteration(data.pool));

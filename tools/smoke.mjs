@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // npm run smoke (the last part of npm test): about 20 s of k6/full-login.js at 5 logins/s against a
 // freshly started stack (scripts/stack.mjs, the `npm start` runtime) on a free port, with fresh secrets,
-// a temporary state folder and raised per-IP quotas. Exits with k6's status: non-zero when a threshold
+// a temporary state folder, raised per-IP quotas and three regions, logins coming from Japan, Germany
+// and the US in turn (each region must get some). Exits with k6's status: non-zero when a threshold
 // (full_flow p95 < P95_MS, default 1000 ms, generous for CI noise; login_success > 0.99) fails.
 //
 // k6 is built by tools/k6-install.mjs when missing, which needs Go. Without Go the smoke is skipped
@@ -48,7 +49,19 @@ const settings = {
 const started = Date.now();
 console.log("smoke: bundling the Workers and starting the stack ...");
 // A short live-shard cache, so the reshard run's new generations are issued into a minute after it appends them.
-const stack = await startLoadStack({ policy: { ...raisedPolicy(), shard_config_cache_seconds: 1 } });
+// Three regions (issue 12): the default, apac by hint, and eu by jurisdiction for EEA countries; the k6
+// logins say they come from Japan, Germany and the US in turn (the dev gateway's X-Keyway-Dev-Country).
+const SMOKE_REGIONS = {
+  regions: { global: {}, apac: { hint: "apac" }, eu: { jurisdiction: "eu" } },
+  default: "global",
+  continents: { AS: "apac", OC: "apac" },
+  countries: { JP: "apac" },
+  residency: { region: "eu", countries: ["EEA"] },
+};
+const stack = await startLoadStack({
+  policy: { ...raisedPolicy(), shard_config_cache_seconds: 1 },
+  vars: { REGIONS: JSON.stringify(SMOKE_REGIONS) },
+});
 console.log(`smoke: stack at ${stack.url} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
 /** @type {import("node:child_process").ChildProcess | null} */
@@ -74,6 +87,8 @@ try {
     BASE_URL: stack.url,
     ADMIN_TOKEN: stack.adminToken,
     USERS: "seeded",
+    COUNTRIES: "JP,DE,US",
+    EXPECT_REGIONS: "apac,eu,global",
   });
   status = await exitOf(k6);
   // Then every store's shard count doubled in the middle of a run (k6/reshard.js, issue 13): no login
@@ -87,6 +102,7 @@ try {
       BASE_URL: stack.url,
       ADMIN_TOKEN: stack.adminToken,
       USERS: "seeded",
+      COUNTRIES: "JP,DE,US",
     });
     status = await exitOf(k6);
   }

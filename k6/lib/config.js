@@ -41,6 +41,16 @@ export const MAILBOX_INTERVAL_MS = num("MAILBOX_INTERVAL_MS", 50);
 /** How much older than the generate request (by the server's clock) a message may look and still count as new. */
 export const MAILBOX_SKEW_MS = num("MAILBOX_SKEW_MS", 5000);
 
+/**
+ * COUNTRIES=JP,DE,US: each login says, through the local dev gateway's X-Keyway-Dev-Country, that it
+ * comes from the next of these countries in turn, so a local run drives logins through several
+ * regions (issue 12). A deployment ignores the header: Cloudflare's own `cf.country` decides there.
+ */
+export const COUNTRIES = str("COUNTRIES", "")
+  .split(",")
+  .map((c) => c.trim().toUpperCase())
+  .filter((c) => /^[A-Z]{2}$/.test(c));
+
 export const RATE = num("RATE", 20);
 export const RAMP = num("RAMP", 10);
 export const HOLD = num("HOLD", 20);

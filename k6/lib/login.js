@@ -1,15 +1,31 @@
 import { check } from "k6";
 import http from "k6/http";
-import { BASE_URL, ID_TOKEN_ALG, ISSUER, REQUEST_TIMEOUT } from "./config.js";
+import { BASE_URL, COUNTRIES, ID_TOKEN_ALG, ISSUER, REQUEST_TIMEOUT } from "./config.js";
 import { basicAuth, header, jsonBody, qs, queryOf, withoutQuery } from "./http-util.js";
 import { readCode } from "./mailbox.js";
-import { countFailure, errors, fullFlow, logFailure, loginSuccess, mailboxWait, stepTrend } from "./metrics.js";
+import {
+  countFailure,
+  errors,
+  fullFlow,
+  logFailure,
+  loginSuccess,
+  loginsInRegion,
+  mailboxWait,
+  stepTrend,
+} from "./metrics.js";
 import { jwtHeader, jwtPayload, pkcePair, randomUrlSafe } from "./pkce.js";
 
 const JSON_HEADERS = { "Content-Type": "application/json", Accept: "application/json" };
 
+/** The country this VU's current login comes from (COUNTRIES), as headers for the dev gateway. */
+let devGeo = {};
+/** Per VU, from a random start: the VUs together spread their logins over COUNTRIES. */
+let logins = Math.floor(Math.random() * 1000);
+
 function params(step, name, extra = {}) {
-  return Object.assign({ timeout: REQUEST_TIMEOUT, redirects: 0, tags: { step, name } }, extra);
+  const p = Object.assign({ timeout: REQUEST_TIMEOUT, redirects: 0, tags: { step, name } }, extra);
+  if (devGeo["X-Keyway-Dev-Country"]) p.headers = Object.assign({}, devGeo, extra.headers || {});
+  return p;
 }
 
 function record(opts, step, res) {
@@ -160,10 +176,13 @@ export function tokenExchange(client, code, verifier, nonce, opts = {}) {
 export function login(client, email, opts = {}) {
   const rec = opts.record !== false;
   if (opts.clearJar !== false) http.cookieJar().clear(BASE_URL);
+  devGeo = COUNTRIES.length ? { "X-Keyway-Dev-Country": COUNTRIES[logins++ % COUNTRIES.length] } : {};
   const done = (ok, failedStep, tokens, total) => {
     if (rec) {
       loginSuccess.add(ok, failedStep ? { failed_step: failedStep } : {});
       if (ok) fullFlow.add(total);
+      const region = ok && /^gr_([a-z][a-z0-9]+)_/.exec(String(tokens?.refresh_token))?.[1];
+      if (region) loginsInRegion.add(1, { region });
     }
     return { ok, tokens: tokens || null, failedStep, email };
   };

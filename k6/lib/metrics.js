@@ -15,6 +15,8 @@ export const stepTrend = {
 export const fullFlow = new Trend("full_flow", true);
 /** How long the code took to show up in the mailbox after EmailCodeGenerate answered. */
 export const mailboxWait = new Trend("mailbox_wait", true);
+/** Successful logins by the region their refresh token names (issue 12; `COUNTRIES`, `EXPECT_REGIONS`). */
+export const loginsInRegion = new Counter("logins_in_region");
 export const loginSuccess = new Rate("login_success");
 
 export const errors = {
@@ -99,6 +101,13 @@ export function loginScriptOptions(extra = {}) {
       full_flow: [`p(95)<${P95_MS}`],
       login_success: [`rate>${SUCCESS_RATE}`],
       ...(bool("PHASE_METRICS", false) ? holdSubmetrics() : {}),
+      // EXPECT_REGIONS=global,apac,eu: logins must land in each (the region their refresh token names).
+      ...Object.fromEntries(
+        (__ENV.EXPECT_REGIONS || "")
+          .split(",")
+          .filter(Boolean)
+          .map((r) => [`logins_in_region{region:${r.trim()}}`, ["count>0"]]),
+      ),
     },
     summaryTrendStats: ["avg", "min", "med", "p(90)", "p(95)", "p(99)", "max", "count"],
     ...extra,

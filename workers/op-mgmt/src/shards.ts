@@ -1,11 +1,12 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
-import { type Config, STORE_NAMES, type StoreName } from "../../shared/config";
+import { type Config, type ShardConfig, STORE_NAMES, type StoreName, shardsIn } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { forgetLiveGenerations } from "../../shared/live-shards";
+import { placementOf } from "../../shared/regions";
 import { planShards } from "../../shared/shard-plan";
 import { currentGeneration } from "../../shared/sharding";
 import { body } from "./validation";
@@ -16,10 +17,10 @@ import { body } from "./validation";
  * not issued into).
  */
 export function listShards(c: Context<AppEnv>): Response {
-  const shards = c.get("config").SHARDS;
+  const config = c.get("config");
   const now = Date.now();
-  return json({
-    stores: Object.fromEntries(
+  const storesOf = (shards: ShardConfig) =>
+    Object.fromEntries(
       STORE_NAMES.map((store) => {
         const generation = currentGeneration(shards, store, now);
         const from = shards.issueFrom[store];
@@ -33,7 +34,23 @@ export function listShards(c: Context<AppEnv>): Response {
           },
         ];
       }),
+    );
+  const r = config.REGIONS;
+  return json({
+    // The default counts: those of every region without its own (issue 12).
+    stores: storesOf(config.SHARDS),
+    regions: Object.fromEntries(
+      Object.keys(r.regions).map((region) => [
+        region,
+        {
+          ...placementOf(r, region),
+          own_counts: region in config.SHARDS.regions,
+          stores: storesOf(shardsIn(config.SHARDS, region)),
+        },
+      ]),
     ),
+    default_region: r.default,
+    home_region: r.home,
   });
 }
 
