@@ -2,12 +2,15 @@ import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../workers/shared/config";
 import { hmac } from "../../workers/shared/crypto";
+import { regionLetter } from "../../workers/shared/device";
 import { regionFor } from "../../workers/shared/regions";
 import { routeKey } from "../../workers/shared/sharding";
 import { shard } from "../../workers/shared/stores";
 import {
+  admin,
   authorizeQuery,
   Browser,
+  call,
   idParts,
   latestCode,
   pkce,
@@ -255,6 +258,93 @@ describe("placement: ids keep their route when the region table changes", () => 
     const silent = await later.fetch(`/authorize?${authorizeQuery(client, challenge, { prompt: "none" })}`);
     expect(silent.status).toBe(302);
     expect(new URL(silent.headers.get("location") as string).searchParams.get("error")).toBe("login_required");
+  });
+});
+
+describe("placement: devices and the admin view", () => {
+  it("a device's request lives in the device's region; its user code, typed by a person elsewhere, finds it", async () => {
+    const e = regional();
+    const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
+    const client = await registerClient(
+      {
+        redirect_uris: [],
+        post_logout_redirect_uris: [],
+        token_endpoint_auth_method: "none",
+        grant_types: [DEVICE_GRANT],
+        scope: "openid email",
+      },
+      e,
+    );
+    const form = (path: string, params: Record<string, string>, geo?: typeof JAPAN) =>
+      call(
+        path,
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams(params),
+          ...(geo ? { cf: geo } : {}),
+        },
+        e,
+      );
+    const res = await form("/device_authorization", { client_id: client.client_id }, JAPAN);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const started = (await res.json()) as { device_code: string; user_code: string };
+    expect(idParts(started.device_code).region).toBe("apac");
+    expect(started.user_code[0]).toBe(regionLetter("apac"));
+    // A person in Germany types it: found in apac, signs in (in the eu region), approves.
+    const browser = new Browser({ env: e, geo: GERMANY });
+    const email = uniqueEmail("device-eu");
+    const entry = await browser.fetch(`/device?user_code=${started.user_code}`);
+    const tx = /name="tx" value="([^"]+)"/.exec(await entry.text())?.[1] as string;
+    expect(idParts(tx).region).toBe("eu");
+    expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    const verify = await browser.postJson("/email-code/verify", { tx, email, code: await latestCode(email, e) });
+    const back = await browser.fetch(((await verify.json()) as { redirect_to: string }).redirect_to);
+    await browser.fetch(back.headers.get("location") as string);
+    const decided = await browser.fetch("/device/decision", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: env.ISSUER },
+      body: new URLSearchParams({ user_code: started.user_code, decision: "approve" }),
+    });
+    expect(decided.status, await decided.clone().text()).toBe(200);
+    const tokens = await form("/token", {
+      grant_type: DEVICE_GRANT,
+      device_code: started.device_code,
+      client_id: client.client_id,
+    });
+    expect(tokens.status, await tokens.clone().text()).toBe(200);
+    const at = (await tokens.json()) as { access_token: string };
+    // The access token belongs to the person's login: its sid in the eu region.
+    const claims = JSON.parse(atob((at.access_token.split(".")[1] as string).replace(/-/g, "+").replace(/_/g, "/")));
+    expect(idParts(claims.sid).region).toBe("eu");
+  });
+
+  it("GET /admin/v1/shards shows each region's placement and counts", async () => {
+    const shards = JSON.stringify({
+      session: [3],
+      challenge: [3],
+      code: [3],
+      revocation: [3],
+      refresh: [3],
+      regions: { apac: { session: [2] } },
+    });
+    const res = await admin("/shards", {}, regional(REGIONS, { SHARDS: shards }));
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as {
+      regions: Record<
+        string,
+        { hint?: string; jurisdiction?: string; own_counts: boolean; stores: Record<string, { shards: number }> }
+      >;
+      default_region: string;
+      home_region: string;
+    };
+    expect(body.regions.apac).toMatchObject({
+      hint: "apac",
+      own_counts: true,
+      stores: { session: { shards: 2 }, code: { shards: 3 } },
+    });
+    expect(body.regions.eu).toMatchObject({ jurisdiction: "eu", own_counts: false });
+    expect(body).toMatchObject({ default_region: "global", home_region: "global" });
   });
 });
 
