@@ -30,6 +30,13 @@ const STORES = ["session", "challenge", "code", "revocation", "refresh"];
 const ADMIN = { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" };
 
 const crossed = new Counter("logins_in_new_generation");
+/**
+ * CONTROLLER=1: after the admin API's change, the shard controller (op-mgmt's cron, which the stack
+ * fires on a compressed clock; its POLICY makes this run's traffic hot) makes a second one; logins
+ * must land in its generation too, and a refresh token from before it must rotate, its replay revoke.
+ */
+const CONTROLLER = bool("CONTROLLER", false);
+const crossedController = new Counter("logins_in_controller_generation");
 const reshardChecks = new Rate("reshard_checks");
 
 export const options = {
@@ -41,7 +48,7 @@ export const options = {
       iterations: 1,
       exec: "reshard",
       startTime: "1s",
-      maxDuration: "5m",
+      maxDuration: "8m",
     },
   },
   thresholds: {
@@ -49,6 +56,7 @@ export const options = {
     login_success: ["rate==1"],
     reshard_checks: ["rate==1"],
     logins_in_new_generation: ["count>0"],
+    ...(CONTROLLER ? { logins_in_controller_generation: ["count>0"] } : {}),
   },
   setupTimeout: "5m",
   cloud: cloudOptions("Keyway reshard"),
@@ -71,6 +79,7 @@ const generationOf = (refreshToken) => {
 export function logins(data) {
   const r = login(data.client, emailForIteration(data.pool));
   if (r.ok && generationOf(r.tokens.refresh_token) > 0) crossed.add(1);
+  if (r.ok && generationOf(r.tokens.refresh_token) > 1) crossedController.add(1);
 }
 
 function refresh(client, token) {
@@ -106,19 +115,57 @@ export function reshard(data) {
     `reshard: every store doubled at ${Math.round((Date.now() - exec.scenario.startTime) / 1000)} s; ids go to the new generations from ${new Date(switchAt).toISOString()}`,
   );
   sleep(Math.max(0, (switchAt - Date.now()) / 1000) + 2);
-  // After the switch: the old refresh token rotates; replaying it then revokes its family (RFC 9700 §4.14.2).
-  const rotated = refresh(data.client, before.tokens.refresh_token);
+  rotateAndReplay(data.client, before.tokens.refresh_token, "the change");
+  if (CONTROLLER) controllerChange(data);
+}
+
+/** After a switch: a refresh token from before it rotates; replaying it then revokes its family (RFC 9700 §4.14.2). */
+function rotateAndReplay(client, token, change) {
+  const rotated = refresh(client, token);
   const next = jsonBody(rotated);
   reshardChecks.add(
     check(rotated, {
-      "a refresh token from before the change rotates": (r) => r.status === 200 && !!next?.refresh_token,
+      [`a refresh token from before ${change} rotates`]: (r) => r.status === 200 && !!next?.refresh_token,
     }),
   );
   sleep(6); // past the grace window for an identical retry
-  const replay = refresh(data.client, before.tokens.refresh_token);
-  reshardChecks.add(check(replay, { "replaying it is refused": (r) => r.status === 400 }));
-  const afterReplay = refresh(data.client, next?.refresh_token || "");
-  reshardChecks.add(check(afterReplay, { "and its family is revoked": (r) => r.status === 400 }));
+  const replay = refresh(client, token);
+  reshardChecks.add(check(replay, { [`replaying it after ${change} is refused`]: (r) => r.status === 400 }));
+  const afterReplay = refresh(client, next?.refresh_token || "");
+  reshardChecks.add(check(afterReplay, { [`and its family is revoked (${change})`]: (r) => r.status === 400 }));
+}
+
+/**
+ * The controller's change: wait until it appended a generation to the refresh store (it samples every
+ * shard on each cron run and grows a store that stays above its ceiling), log in before that
+ * generation is issued into, then check the same things across its switch.
+ */
+function controllerChange(data) {
+  const deadline = Date.now() + 120_000;
+  let issueFrom = 0;
+  while (Date.now() < deadline) {
+    const listed = jsonBody(http.get(`${BASE_URL}/admin/v1/shards`, { headers: ADMIN }));
+    const refreshGens = listed?.stores?.refresh;
+    if (refreshGens && refreshGens.generations.length >= 3) {
+      issueFrom = Date.parse(refreshGens.issue_from[2]);
+      break;
+    }
+    sleep(2);
+  }
+  reshardChecks.add(check(issueFrom, { "the controller appended a generation": (t) => t > 0 }));
+  if (!issueFrom) return;
+  console.log(
+    `reshard: the controller appended a generation at ${Math.round((Date.now() - exec.scenario.startTime) / 1000)} s; ids go to it from ${new Date(issueFrom).toISOString()}`,
+  );
+  const before = login(data.client, seededEmail(data.pool, data.pool.count - 2), { record: false });
+  reshardChecks.add(
+    check(before, {
+      "a login before the controller's change": (r) => r.ok && generationOf(r.tokens.refresh_token) === 1,
+    }),
+  );
+  if (!before.ok) return;
+  sleep(Math.max(0, (issueFrom - Date.now()) / 1000) + 2);
+  rotateAndReplay(data.client, before.tokens.refresh_token, "the controller's change");
 }
 
 export function teardown(data) {

@@ -30,10 +30,14 @@ import { wrangler } from "./lib/run.mjs";
  * @property {string} [outDir] Where the bundles go (relative to the repo root); one folder per Worker.
  * @property {boolean} [build] Bundle the Workers first (default true); false reuses what is in outDir.
  * @property {number} [inspectorPort] Open the V8 inspector of every isolate on this port (profiling).
+ * @property {number | false} [cronEverySeconds] The Workers' Cron Triggers (`[triggers] crons`), which
+ *   workerd never fires by itself: unset, each fires on its schedule, as on Cloudflare; a number fires
+ *   every one of them that often (a compressed clock, for runs shorter than a schedule); false, never.
  *
  * @typedef {object} Stack
  * @property {string} url The issuer origin, e.g. http://127.0.0.1:8787.
  * @property {Miniflare} mf
+ * @property {(cron: string) => Promise<void>} fireCron Runs a Cron Trigger of every Worker that has it, now.
  * @property {() => Promise<void>} dispose
  */
 
@@ -48,6 +52,7 @@ export async function startStack({
   outDir = "dist",
   build = true,
   inspectorPort = undefined,
+  cronEverySeconds = undefined,
 } = {}) {
   const issuer = issuerFor(port);
   const configs = ALL_CONFIGS.map((path) => ({ path, config: readConfig({ config: fromRoot(path) }) }));
@@ -140,7 +145,110 @@ export async function startStack({
     await mf.dispose();
     throw err;
   }
-  return { url: issuer, mf, dispose: () => mf.dispose() };
+  const crons = configs.flatMap(({ config }) =>
+    (config.triggers?.crons ?? []).map((/** @type {string} */ cron) => ({
+      worker: /** @type {string} */ (config.name),
+      cron,
+    })),
+  );
+  /** @param {string} cron */
+  const fireCron = async (cron) => {
+    for (const t of crons.filter((c) => c.cron === cron)) {
+      try {
+        const worker = await mf.getWorker(t.worker);
+        await worker.scheduled({ cron: t.cron, scheduledTime: new Date() });
+      } catch (err) {
+        console.error(`stack: cron ${t.cron} of ${t.worker} failed: ${err instanceof Error ? err.message : err}`);
+      }
+    }
+  };
+  const timer = cronTimer(crons, cronEverySeconds, fireCron);
+  return {
+    url: issuer,
+    mf,
+    fireCron,
+    dispose: async () => {
+      if (timer) clearInterval(timer);
+      await mf.dispose();
+    },
+  };
+}
+
+/**
+ * Fires Cron Triggers locally, as Cloudflare does in production: at each minute a schedule matches
+ * (standard five fields: minute hour day-of-month month day-of-week, with `*`, `*\/n`, lists and
+ * ranges), or, with `everySeconds`, every trigger that often, one after another. A trigger never runs
+ * while its previous run (or, compressed, the previous round) is still going.
+ * @param {{ worker: string, cron: string }[]} crons @param {number | false | undefined} everySeconds
+ * @param {(cron: string) => Promise<void>} fire
+ */
+function cronTimer(crons, everySeconds, fire) {
+  if (crons.length === 0 || everySeconds === false) return null;
+  const running = new Set();
+  const run = (/** @type {string} */ cron) => {
+    if (running.has(cron)) return;
+    running.add(cron);
+    fire(cron).finally(() => running.delete(cron));
+  };
+  const unique = [...new Set(crons.map((c) => c.cron))];
+  if (typeof everySeconds === "number") {
+    let round = Promise.resolve();
+    let busy = false;
+    return setInterval(() => {
+      if (busy) return;
+      busy = true;
+      round = unique
+        .reduce((p, cron) => p.then(() => fire(cron)), round)
+        .finally(() => {
+          busy = false;
+        });
+    }, everySeconds * 1000).unref();
+  }
+  let lastMinute = -1;
+  return setInterval(() => {
+    const now = new Date();
+    const minute = Math.floor(now.getTime() / 60_000);
+    if (minute === lastMinute) return;
+    lastMinute = minute;
+    for (const cron of unique) if (cronMatches(cron, now)) run(cron);
+  }, 1_000).unref();
+}
+
+/** Whether a five-field cron expression matches `date` (UTC, as Cloudflare's Cron Triggers). */
+export function cronMatches(/** @type {string} */ expr, /** @type {Date} */ date) {
+  const fields = expr.trim().split(/\s+/);
+  if (fields.length !== 5) throw new Error(`not a five-field cron: ${expr}`);
+  const values = [
+    date.getUTCMinutes(),
+    date.getUTCHours(),
+    date.getUTCDate(),
+    date.getUTCMonth() + 1,
+    date.getUTCDay(),
+  ];
+  const ranges = [
+    [0, 59],
+    [0, 23],
+    [1, 31],
+    [1, 12],
+    [0, 6],
+  ];
+  return fields.every((field, i) =>
+    field.split(",").some((part) => {
+      const [range = "", stepText] = part.split("/");
+      const step = stepText ? Number(stepText) : 1;
+      let lo = 0;
+      let hi = 0;
+      const [min, max] = /** @type {[number, number]} */ (ranges[i]);
+      if (range === "*") [lo, hi] = [min, max];
+      else if (range.includes("-")) [lo, hi] = /** @type {[number, number]} */ (range.split("-").map(Number));
+      else {
+        lo = Number(range);
+        hi = stepText ? max : lo; // `5/10`: from 5, every 10
+      }
+      const v = /** @type {number} */ (values[i]);
+      return v >= lo && v <= hi && (v - lo) % step === 0;
+    }),
+  );
 }
 
 /**

@@ -58,8 +58,18 @@ const SMOKE_REGIONS = {
   countries: { JP: "apac" },
   residency: { region: "eu", countries: ["EEA"] },
 };
+// The shard controller is on, with a ceiling this run's few calls a second exceed: during the reshard
+// run, its cron (fired every 10 s, a compressed clock) grows the stores after the admin API did.
+const CONTROLLER_POLICY = {
+  enabled: true,
+  ceiling_per_shard: 0.05,
+  floor_per_shard: 0,
+  runs: 1,
+  min_interval_minutes: 1,
+  max_shards: 16,
+};
 const stack = await startLoadStack({
-  policy: { ...raisedPolicy(), shard_config_cache_seconds: 1 },
+  policy: { ...raisedPolicy(), shard_config_cache_seconds: 1, shard_controller: CONTROLLER_POLICY },
   vars: { REGIONS: JSON.stringify(SMOKE_REGIONS) },
 });
 console.log(`smoke: stack at ${stack.url} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -94,17 +104,22 @@ try {
   // Then every store's shard count doubled in the middle of a run (k6/reshard.js, issue 13): no login
   // may fail across the change. SMOKE_RESHARD=0 skips it.
   if (status === 0 && process.env.SMOKE_RESHARD !== "0" && !stopping) {
-    console.log("smoke: reshard run: 5 logins/s for 85 s, every store's shards doubled live at 1 s");
+    console.log(
+      "smoke: reshard run: 5 logins/s for 175 s; every store's shards doubled by the admin API at 1 s, then by the controller (its cron fired every 10 s)",
+    );
+    const cron = setInterval(() => void stack.fireCron("*/5 * * * *"), 10_000);
     k6 = spawnK6(["run", "--quiet", RESHARD], {
       RATE: "5",
       RAMP: "5",
-      HOLD: "80",
+      HOLD: "170",
       BASE_URL: stack.url,
       ADMIN_TOKEN: stack.adminToken,
       USERS: "seeded",
       COUNTRIES: "JP,DE,US",
+      CONTROLLER: "1",
     });
     status = await exitOf(k6);
+    clearInterval(cron);
   }
 } finally {
   await stack.dispose();

@@ -25,6 +25,7 @@ export async function startE2EStack(): Promise<E2EStack> {
       persistTo: join(tmp, "state"),
       outDir: join(tmp, "dist"),
       vars,
+      cronEverySeconds: false,
     });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });

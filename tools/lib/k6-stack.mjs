@@ -54,9 +54,16 @@ export function raisedPolicy(perMinute = 1_000_000) {
 /**
  * Starts the stack on a free port with fresh secrets (the generator behind `npm start`'s .dev.vars,
  * never the file itself), a fresh state folder and the bundles in a temporary folder.
- * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number }} [opts]
+ * Cron Triggers do not fire (a measured run has no work but its own) unless `cronEverySeconds` asks.
+ * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number, cronEverySeconds?: number | false }} [opts]
  */
-export async function startLoadStack({ policy = raisedPolicy(), vars = {}, port, inspectorPort } = {}) {
+export async function startLoadStack({
+  policy = raisedPolicy(),
+  vars = {},
+  port,
+  inspectorPort,
+  cronEverySeconds = false,
+} = {}) {
   const tmp = mkdtempSync(join(tmpdir(), "keyway-load-"));
   const secrets = generateSecrets();
   const allVars = { ...secrets, POLICY: JSON.stringify(policy), ...vars };
@@ -68,6 +75,7 @@ export async function startLoadStack({ policy = raisedPolicy(), vars = {}, port,
       outDir: join(tmp, "dist"),
       vars: allVars,
       inspectorPort,
+      cronEverySeconds,
     });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
@@ -80,6 +88,8 @@ export async function startLoadStack({ policy = raisedPolicy(), vars = {}, port,
     adminToken: /** @type {string} */ (secrets.ADMIN_TOKEN),
     vars: allVars,
     tmp,
+    /** Runs a Cron Trigger of every Worker that has it, now (the stack fires none by itself here). */
+    fireCron: started.fireCron,
     /** Stops workerd; removes the temporary folder unless `keep`. */
     async dispose(keep = false) {
       if (disposed) return;

@@ -57,41 +57,46 @@ export async function runShardController(env: Env, base: Config, now: number): P
 
 async function controlStore(env: Env, config: Config, store: StoreName, now: number): Promise<ControllerDecision> {
   const policy = config.POLICY.shard_controller;
-  // The live generations extend the default lists; their traffic is sampled in the default region.
-  const region = config.REGIONS.default;
   const gen = currentGeneration(config.SHARDS, store, now);
   const count = config.SHARDS[store][gen] as number;
-  const samples: Sample[] = await Promise.all(
-    Array.from({ length: count }, async (_, s) => {
-      // Every store has `stats()`; the stub's type is not narrowed over the union of stores here.
-      const ref = { store, place: placementOf(config.REGIONS, region) as Placement, gen, shard: s };
-      const stub = shard(env, store, ref) as unknown as { stats(): Promise<Sample> };
-      const stats = await stub.stats();
-      return { shard: s, served: stats.served, since: stats.since };
-    }),
+  // The live generations extend the default lists: every region without its own counts for this
+  // store follows them, so its shards are sampled together (the busiest of any of them decides).
+  const regions = Object.keys(config.REGIONS.regions).filter((r) => !config.SHARDS.regions[r]?.[store]);
+  const samples: (Sample & { region: string })[] = await Promise.all(
+    regions.flatMap((region) =>
+      Array.from({ length: count }, async (_, s) => {
+        const ref = { store, place: placementOf(config.REGIONS, region) as Placement, gen, shard: s };
+        // Every store has `stats()`; the stub's type is not narrowed over the union of stores here.
+        const stub = shard(env, store, ref) as unknown as { stats(): Promise<Sample> };
+        const stats = await stub.stats();
+        return { region, shard: s, served: stats.served, since: stats.since };
+      }),
+    ),
   );
   const { results: previous } = await env.DB.prepare(
-    "SELECT shard, served, since, at FROM shard_samples WHERE store = ? AND gen = ?",
+    "SELECT region, shard, served, since, at FROM shard_samples WHERE store = ? AND gen = ?",
   )
     .bind(store, gen)
-    .all<Sample & { at: number }>();
+    .all<Sample & { region: string; at: number }>();
   await env.DB.batch([
     env.DB.prepare("DELETE FROM shard_samples WHERE store = ? AND gen != ?").bind(store, gen),
     ...samples.map((x) =>
       env.DB.prepare(
-        `INSERT INTO shard_samples (store, gen, shard, served, since, at) VALUES (?, ?, ?, ?, ?, ?)
-         ON CONFLICT(store, gen, shard) DO UPDATE SET served = excluded.served, since = excluded.since, at = excluded.at`,
-      ).bind(store, gen, x.shard, x.served, x.since, now),
+        `INSERT INTO shard_samples (store, region, gen, shard, served, since, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT(store, region, gen, shard) DO UPDATE SET served = excluded.served, since = excluded.since,
+           at = excluded.at`,
+      ).bind(store, x.region, gen, x.shard, x.served, x.since, now),
     ),
   ]);
-  const before = new Map(previous.map((p) => [p.shard, p]));
+  const before = new Map(previous.map((p) => [`${p.region}:${p.shard}`, p]));
   const rates: number[] = [];
   for (const x of samples) {
-    const p = before.get(x.shard);
+    const p = before.get(`${x.region}:${x.shard}`);
     if (!p || p.since !== x.since || x.served < p.served || now <= p.at) continue;
     rates.push(((x.served - p.served) * 1000) / (now - p.at));
   }
-  if (rates.length < samples.length) return { store, busiest: null, total: null, action: "none" };
+  if (samples.length === 0 || rates.length < samples.length)
+    return { store, busiest: null, total: null, action: "none" };
   const busiest = Math.max(...rates);
   const total = rates.reduce((a, b) => a + b, 0);
   const hot = busiest > policy.ceiling_per_shard;
