@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { PEAK_CALLS_PER_SHARD, planShards } from "../../workers/shared/shard-plan";
-import { admin } from "../support/harness";
+import { admin, fullLogin, registerClient } from "../support/harness";
 
 describe("the shard planner (issue 13)", () => {
   it("gives each store enough shards for its peak calls, and says when the warm floor cannot hold", () => {
@@ -34,6 +34,55 @@ describe("the shard planner (issue 13)", () => {
       { peak: 10, typical: 20 },
       { peak: 10 },
       { peak: 1, typical: 1, x: 1 },
+    ]) {
+      const r = await admin("/shards/plan", { method: "POST", json: bad });
+      expect(r.status, JSON.stringify(bad)).toBe(400);
+    }
+  });
+
+  it("plans from the calls the stores take now (measured), per region, and refuses a bad window", async () => {
+    const client = await registerClient();
+    const planned = admin("/shards/plan", {
+      method: "POST",
+      json: { measured: { window_seconds: 1, peak_factor: 4 } },
+    });
+    // Logins while the planner watches the counters.
+    const logins = (async () => {
+      for (let i = 0; i < 3; i++) await fullLogin(client);
+    })();
+    const [res] = await Promise.all([planned, logins]);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const body = (await res.json()) as {
+      window_seconds: number;
+      peak_factor: number;
+      regions: Record<
+        string,
+        {
+          measured: Record<string, number>;
+          plan: {
+            store: string;
+            peak_calls_per_s: number;
+            typical_calls_per_s: number;
+            calls_per_login: number | null;
+          }[];
+          shards: Record<string, number>;
+        }
+      >;
+    };
+    expect(body).toMatchObject({ window_seconds: 1, peak_factor: 4 });
+    const global = body.regions.global;
+    expect(global?.measured.challenge).toBeGreaterThan(0);
+    for (const p of global?.plan ?? []) {
+      expect(p.calls_per_login).toBeNull();
+      expect(p.typical_calls_per_s).toBe(global?.measured[p.store]);
+      expect(p.peak_calls_per_s).toBeCloseTo((global?.measured[p.store] ?? 0) * 4, 0);
+    }
+    expect(Object.keys(global?.shards ?? {}).sort()).toEqual(["challenge", "code", "refresh", "revocation", "session"]);
+    for (const bad of [
+      { measured: { window_seconds: 0 } },
+      { measured: { window_seconds: 31 } },
+      { measured: { peak_factor: 0.5 } },
+      { measured: {}, peak: 1 },
     ]) {
       const r = await admin("/shards/plan", { method: "POST", json: bad });
       expect(r.status, JSON.stringify(bad)).toBe(400);

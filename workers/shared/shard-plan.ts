@@ -23,7 +23,8 @@ export interface TrafficInput {
 
 export interface StorePlan {
   store: "session" | "challenge" | "code" | "revocation" | "refresh";
-  calls_per_login: number;
+  /** From the model of a login (`planShards`); null for a plan from measured rates. */
+  calls_per_login: number | null;
   peak_calls_per_s: number;
   typical_calls_per_s: number;
   shards: number;
@@ -46,27 +47,45 @@ const round = (n: number) => Math.round(n * 10) / 10;
 export function planShards(input: TrafficInput): StorePlan[] {
   const perLogin = callsPerLogin(input.refresh_per_login ?? 0);
   const extra = (store: StorePlan["store"]) => (store === "revocation" ? (input.userinfo_per_s ?? 0) : 0);
-  return (Object.keys(perLogin) as StorePlan["store"][]).map((store) => {
-    const peak = input.peak * perLogin[store] + extra(store);
-    const typical = input.typical * perLogin[store] + extra(store);
-    const needed = Math.max(1, Math.ceil(peak / PEAK_CALLS_PER_SHARD));
-    const warmAtMost = Math.max(1, Math.floor(typical / WARM_CALLS_PER_SHARD));
-    const shards = needed;
-    const reasoning =
-      `${round(peak)} calls/s at peak needs ${needed} shard(s) at ${PEAK_CALLS_PER_SHARD}/s each; ` +
-      `${round(typical)} calls/s typical keeps at most ${warmAtMost} warm at ${WARM_CALLS_PER_SHARD}/s each` +
-      (needed > warmAtMost
-        ? `: the bounds cross, so the peak wins (${shards}; some shards go cold between peaks)`
-        : `: ${shards}`);
-    return {
+  return (Object.keys(perLogin) as StorePlan["store"][]).map((store) =>
+    planStore(
       store,
-      calls_per_login: perLogin[store],
-      peak_calls_per_s: round(peak),
-      typical_calls_per_s: round(typical),
-      shards,
-      peak_per_shard: round(peak / shards),
-      typical_per_shard: round(typical / shards),
-      reasoning,
-    };
-  });
+      perLogin[store],
+      input.peak * perLogin[store] + extra(store),
+      input.typical * perLogin[store] + extra(store),
+    ),
+  );
+}
+
+/**
+ * The plan from calls a second measured on each store (`POST /admin/v1/shards/plan` with `measured`):
+ * what was measured is the typical load, `peakFactor` times it the peak. No calls-per-login model:
+ * whatever the traffic mix, these are the calls the stores took.
+ */
+export function planFromRates(measured: Record<StorePlan["store"], number>, peakFactor: number): StorePlan[] {
+  return (Object.keys(measured) as StorePlan["store"][]).map((store) =>
+    planStore(store, null, measured[store] * peakFactor, measured[store]),
+  );
+}
+
+function planStore(store: StorePlan["store"], perLogin: number | null, peak: number, typical: number): StorePlan {
+  const needed = Math.max(1, Math.ceil(peak / PEAK_CALLS_PER_SHARD));
+  const warmAtMost = Math.max(1, Math.floor(typical / WARM_CALLS_PER_SHARD));
+  const shards = needed;
+  const reasoning =
+    `${round(peak)} calls/s at peak needs ${needed} shard(s) at ${PEAK_CALLS_PER_SHARD}/s each; ` +
+    `${round(typical)} calls/s typical keeps at most ${warmAtMost} warm at ${WARM_CALLS_PER_SHARD}/s each` +
+    (needed > warmAtMost
+      ? `: the bounds cross, so the peak wins (${shards}; some shards go cold between peaks)`
+      : `: ${shards}`);
+  return {
+    store,
+    calls_per_login: perLogin,
+    peak_calls_per_s: round(peak),
+    typical_calls_per_s: round(typical),
+    shards,
+    peak_per_shard: round(peak / shards),
+    typical_per_shard: round(typical / shards),
+    reasoning,
+  };
 }

@@ -7,8 +7,9 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { forgetLiveGenerations } from "../../shared/live-shards";
 import { placementOf } from "../../shared/regions";
-import { planShards } from "../../shared/shard-plan";
-import { currentGeneration } from "../../shared/sharding";
+import { planFromRates, planShards } from "../../shared/shard-plan";
+import { allShards, currentGeneration } from "../../shared/sharding";
+import { shard } from "../../shared/stores";
 import { body } from "./validation";
 
 /**
@@ -55,18 +56,86 @@ export function listShards(c: Context<AppEnv>): Response {
 }
 
 const rate = z.number().min(0).max(1_000_000);
-export const planInput = z
+const trafficInput = z
   .object({ peak: rate, typical: rate, refresh_per_login: rate.optional(), userinfo_per_s: rate.optional() })
   .strict()
   .refine((v) => v.typical <= v.peak, { message: "typical cannot exceed peak", path: ["typical"] });
+const measuredInput = z
+  .object({
+    measured: z
+      .object({
+        /** How long to watch the stores' counters. */
+        window_seconds: z.number().int().min(1).max(30).default(10),
+        /** The peak, as a multiple of what was measured (what was measured is the typical load). */
+        peak_factor: z.number().min(1).max(100).default(3),
+      })
+      .strict(),
+  })
+  .strict();
+export const planInput = z.union([trafficInput, measuredInput]);
 
 /**
  * `POST /admin/v1/shards/plan` (issue 13): each store's shard count for the traffic given, with its
- * reasoning, and the SHARDS value it makes (workers/shared/shard-plan.ts, as `npm run plan`).
+ * reasoning, and the SHARDS value it makes (workers/shared/shard-plan.ts, as `npm run plan`). With
+ * `{"measured": {...}}`, for the traffic the stores take now instead: every shard's served counter is
+ * read twice, `window_seconds` apart, and each region gets its own plan from its own calls a second
+ * (docs/sharding.md, per-region counts). Reading every shard wakes idle ones: admin use only.
  */
 export async function planShardCounts(c: Context<AppEnv>): Promise<Response> {
-  const plan = planShards(await body(c, planInput));
-  return json({ plan, shards: Object.fromEntries(plan.map((p) => [p.store, p.shards])) });
+  const input = await body(c, planInput);
+  if (!("measured" in input)) {
+    const plan = planShards(input);
+    return json({ plan, shards: Object.fromEntries(plan.map((p) => [p.store, p.shards])) });
+  }
+  const { window_seconds, peak_factor } = input.measured;
+  const rates = await measuredRates(c.env, c.get("config"), window_seconds * 1000);
+  return json({
+    window_seconds,
+    peak_factor,
+    regions: Object.fromEntries(
+      Object.entries(rates).map(([region, measured]) => {
+        const plan = planFromRates(measured, peak_factor);
+        return [region, { measured, plan, shards: Object.fromEntries(plan.map((p) => [p.store, p.shards])) }];
+      }),
+    ),
+  });
+}
+
+/**
+ * Calls a second each store took in each region over `windowMs`: every shard of every generation
+ * (live ids still route to old ones), read before and after. A shard that restarted in between (its
+ * counter reset) counts what it served since.
+ */
+async function measuredRates(
+  env: Env,
+  config: Config,
+  windowMs: number,
+): Promise<Record<string, Record<StoreName, number>>> {
+  const refs = STORE_NAMES.flatMap((store) => allShards(config, store));
+  const read = () =>
+    Promise.all(
+      refs.map((ref) =>
+        (shard(env, ref.store, ref) as unknown as { stats(): Promise<{ served: number; since: number }> }).stats(),
+      ),
+    );
+  const before = await read();
+  const started = Date.now();
+  await scheduler.wait(windowMs);
+  const after = await read();
+  const seconds = Math.max(1, Date.now() - started) / 1000;
+  const out: Record<string, Record<StoreName, number>> = {};
+  refs.forEach((ref, i) => {
+    const a = before[i] as { served: number; since: number };
+    const b = after[i] as { served: number; since: number };
+    const calls = b.since === a.since ? b.served - a.served : b.served;
+    const region = (out[ref.place.region] ??= Object.fromEntries(STORE_NAMES.map((s) => [s, 0])) as Record<
+      StoreName,
+      number
+    >);
+    region[ref.store as StoreName] += calls / seconds;
+  });
+  for (const r of Object.values(out)) for (const s of STORE_NAMES) r[s] = Math.round(r[s] * 10) / 10;
+  return out;
 }
 
 export const appendInput = z.object({ store: z.enum(STORE_NAMES), shards: z.number().int().min(1).max(1024) }).strict();
