@@ -37,6 +37,8 @@ const crossed = new Counter("logins_in_new_generation");
  */
 const CONTROLLER = bool("CONTROLLER", false);
 const crossedController = new Counter("logins_in_controller_generation");
+/** Logins begun in one generation (their transaction's) and finished in a later one (their refresh family's). */
+const acrossSwitch = new Counter("logins_across_a_switch");
 const reshardChecks = new Rate("reshard_checks");
 
 export const options = {
@@ -70,9 +72,10 @@ export function setup() {
   return { client, pool };
 }
 
-// A refresh token is `gr_<region>_<generation>_<shard>_<secret>.<secret>` (workers/shared/sharding.ts).
-const generationOf = (refreshToken) => {
-  const m = /^gr_[a-z][a-z0-9]+_([0-9a-z]{1,2})_/.exec(String(refreshToken));
+// Ids are `<prefix>_<region>_<generation>_<shard>_<secret>` (workers/shared/sharding.ts): a refresh
+// token's prefix is `gr`, a login transaction's `tx`.
+const generationOf = (id) => {
+  const m = /^[a-z]+_[a-z][a-z0-9]+_([0-9a-z]{1,2})_/.exec(String(id));
   return m ? Number.parseInt(m[1], 36) : Number.NaN;
 };
 
@@ -80,6 +83,7 @@ export function logins(data) {
   const r = login(data.client, emailForIteration(data.pool));
   if (r.ok && generationOf(r.tokens.refresh_token) > 0) crossed.add(1);
   if (r.ok && generationOf(r.tokens.refresh_token) > 1) crossedController.add(1);
+  if (r.ok && generationOf(r.tx) < generationOf(r.tokens.refresh_token)) acrossSwitch.add(1);
 }
 
 function refresh(client, token) {

@@ -9,6 +9,8 @@
 //   RATES=300 REPEAT=2 npm run bench               one rate, twice
 //   PEER=oidc-provider npm run bench               node-oidc-provider over the same ladder, side by side
 //   BASELINE=/path/to/other/checkout npm run bench another checkout of Keyway (e.g. an older main) too
+//   RESHARD=1 npm run bench                        instead, the long live reshard under load (admin API,
+//                                                  then the controller): RESHARD_RATE (50), RESHARD_HOLD (300)
 //
 // Each rung is one k6 run with its own setup (for Keyway a new client and RATE x STEP_SECONDS x 1.2
 // seeded users, imported through POST /admin/v1/users/import): RAMP seconds from 0 to the rate, then
@@ -29,6 +31,7 @@ import { join, relative, resolve } from "node:path";
 import { chartSvg, chartTitle } from "./lib/bench-chart.mjs";
 import { currentK6, loadavg, runRung } from "./lib/bench-ladder.mjs";
 import { cores, fmtMs, gitInfo, machineInfo, mib, pct, runSection, verdict } from "./lib/bench-report.mjs";
+import { runReshardBench } from "./lib/bench-reshard.mjs";
 import { baselineTarget, keywayTarget, peerTarget } from "./lib/bench-targets.mjs";
 import { installK6, REPO, raisedPolicy } from "./lib/k6-stack.mjs";
 
@@ -87,6 +90,19 @@ const installStatus = installK6();
 if (installStatus !== 0) {
   console.error("bench: k6 is not installed and could not be built (npm run k6:install needs Go)");
   process.exit(installStatus);
+}
+
+// RESHARD=1: the long live-reshard run instead of the ladder (tools/lib/bench-reshard.mjs).
+if (process.env.RESHARD === "1") {
+  const m = machineInfo();
+  const g = gitInfo(outDir);
+  const status = await runReshardBench({
+    outDir,
+    date: new Date().toISOString().slice(0, 10),
+    commit: `${g.commit.slice(0, 7)}${g.dirty.length ? " (with uncommitted changes)" : ""}`,
+    machine: `${m.nproc} cores (${m.model}), ${m.memGiB.toFixed(0)} GiB`,
+  });
+  process.exit(status);
 }
 
 const machine = machineInfo();

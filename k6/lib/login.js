@@ -171,12 +171,13 @@ export function tokenExchange(client, code, verifier, nonce, opts = {}) {
 /**
  * The whole mail-OTP login (CONTRACT §2) in this VU's cookie jar, which it clears first.
  * opts.record=false keeps it out of the step Trends, full_flow and login_success (setup logins).
- * Returns { ok, tokens, failedStep, email }.
+ * Returns { ok, tokens, failedStep, email, tx } (tx: the login transaction's id, once it has one).
  */
 export function login(client, email, opts = {}) {
   const rec = opts.record !== false;
   if (opts.clearJar !== false) http.cookieJar().clear(BASE_URL);
   devGeo = COUNTRIES.length ? { "X-Keyway-Dev-Country": COUNTRIES[logins++ % COUNTRIES.length] } : {};
+  let tx = null;
   const done = (ok, failedStep, tokens, total) => {
     if (rec) {
       loginSuccess.add(ok, failedStep ? { failed_step: failedStep } : {});
@@ -184,12 +185,13 @@ export function login(client, email, opts = {}) {
       const region = ok && /^gr_([a-z][a-z0-9]+)_/.exec(String(tokens?.refresh_token))?.[1];
       if (region) loginsInRegion.add(1, { region });
     }
-    return { ok, tokens: tokens || null, failedStep, email };
+    return { ok, tokens: tokens || null, failedStep, email, tx };
   };
 
   const request = newAuthRequest(client, opts.authParams || {});
   const init = authorizeInit(request, opts);
   if (!init.ok) return done(false, "AuthorizeInit");
+  tx = init.tx;
 
   const gen = emailCodeGenerate(init.tx, email, opts);
   if (!gen.ok) return done(false, "EmailCodeGenerate");

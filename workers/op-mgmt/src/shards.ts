@@ -128,10 +128,9 @@ async function measuredRates(
     const a = before[i] as { served: number; since: number };
     const b = after[i] as { served: number; since: number };
     const calls = b.since === a.since ? b.served - a.served : b.served;
-    const region = (out[ref.place.region] ??= Object.fromEntries(STORE_NAMES.map((s) => [s, 0])) as Record<
-      StoreName,
-      number
-    >);
+    const region =
+      out[ref.place.region] ?? (Object.fromEntries(STORE_NAMES.map((s) => [s, 0])) as Record<StoreName, number>);
+    out[ref.place.region] = region;
     region[ref.store as StoreName] += calls / seconds;
   });
   for (const r of Object.values(out)) for (const s of STORE_NAMES) r[s] = Math.round(r[s] * 10) / 10;
