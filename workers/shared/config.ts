@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { DEFAULT_REGIONS, regionsSchema } from "./regions";
+// With its extension: scripts/deploy.mjs imports config.ts in Node (type stripping), which resolves no bare paths.
+import { DEFAULT_REGIONS, regionsSchema } from "./regions.ts";
 
 /**
  * Keyway's configuration: every string variable and secret of a Worker, parsed once per isolate.
