@@ -1,7 +1,10 @@
 import { timingSafeEqualString } from "../workers/shared/crypto";
+import { errorField, log } from "../workers/shared/log";
+import { shardNamed } from "../workers/shared/stores";
 import type {
   CapturedRow,
-  CountFailure,
+  CountAtHome,
+  HomeCounts,
   IssueChallenge,
   IssueResult,
   KnownUser,
@@ -9,7 +12,7 @@ import type {
   VerifyChallenge,
   VerifyResult,
 } from "./contract";
-import { countVerbCalls, ShardStore } from "./shard-store";
+import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 /**
  * Everything of one email address that a login needs, in the email's shard (keyed by an HMAC of the
@@ -28,15 +31,26 @@ interface Limits {
   sends: number;
   sends_reset_at: number;
   last_sent_at: number;
-  /** Locked across regions until then, as the address's home shard last said (issue 12). */
-  global_until: number;
-  /** A wrong code here is being counted at the home shard; no code is tried until it is settled. */
-  report_until: number;
+}
+
+/**
+ * What a shard outside an address's home keeps of its reports there (issue 12): the home's address,
+ * wrong codes tried here that the home has not counted yet, whether a sign-in here has yet to clear
+ * the home's counts, and the home's counts as it last answered.
+ */
+interface HomeReport {
+  home: string;
+  unreported: number;
+  reset: number;
+  home_failures: number;
+  home_failures_until: number;
+  home_consecutive: number;
+  home_consecutive_until: number;
 }
 
 const HOUR = 3_600_000;
-/** How long a wrong code's report to the home shard may take before this shard tries codes again. */
-export const REPORT_TIMEOUT_MS = 10_000;
+/** A report to the home shard that failed (or was cut off) is retried by the alarm this soon. */
+export const REPORT_RETRY_MS = 5_000;
 /** How long a run of consecutive failures is remembered after its last failure. */
 export const CONSECUTIVE_FAILURES_WINDOW_MS = 24 * HOUR;
 /** A captured message stays readable this long; the newest this many per address are returned. */
@@ -45,7 +59,12 @@ export const CAPTURED_MAIL_LIMIT = 50;
 /** How long the shard trusts its copy of an address's user before reading D1 again. */
 export const KNOWN_USER_TTL_MS = 7 * 24 * HOUR;
 
-export class ChallengeStore extends ShardStore {
+/** A challenge shard reaches other challenge shards: an address's home (issue 12). */
+interface ChallengeEnv extends StoreEnv {
+  CHALLENGES: DurableObjectNamespace<ChallengeStore>;
+}
+
+export class ChallengeStore extends ShardStore<ChallengeEnv> {
   protected schema(): string[] {
     return [
       // One live code per address and login: a new code voids the older one of the same login, never
@@ -69,10 +88,20 @@ export class ChallengeStore extends ShardStore {
         last_sent_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL,
         consecutive INTEGER NOT NULL DEFAULT 0,
-        consecutive_until INTEGER NOT NULL DEFAULT 0,
-        global_until INTEGER NOT NULL DEFAULT 0,
-        report_until INTEGER NOT NULL DEFAULT 0)`,
+        consecutive_until INTEGER NOT NULL DEFAULT 0)`,
       "CREATE INDEX IF NOT EXISTS email_limits_exp ON email_limits(expires_at)",
+      // Outside an address's home region: what is owed to, and was last heard from, its home shard.
+      `CREATE TABLE IF NOT EXISTS home_reports (
+        email_key TEXT PRIMARY KEY,
+        home TEXT NOT NULL,
+        unreported INTEGER NOT NULL DEFAULT 0,
+        reset INTEGER NOT NULL DEFAULT 0,
+        home_failures INTEGER NOT NULL DEFAULT 0,
+        home_failures_until INTEGER NOT NULL DEFAULT 0,
+        home_consecutive INTEGER NOT NULL DEFAULT 0,
+        home_consecutive_until INTEGER NOT NULL DEFAULT 0,
+        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
+      "CREATE INDEX IF NOT EXISTS home_reports_exp ON home_reports(expires_at)",
       // Wrong codes per address and source, so that one source cannot lock a person out (issue 15).
       `CREATE TABLE IF NOT EXISTS source_failures (
         email_key TEXT NOT NULL,
@@ -100,26 +129,23 @@ export class ChallengeStore extends ShardStore {
   }
 
   protected override upgrades(): Record<string, string[]> {
-    // Shards created before the consecutive-failure cap, and before regions.
+    // Shards created before the consecutive-failure cap.
     return {
       email_limits: [
         "ALTER TABLE email_limits ADD COLUMN consecutive INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE email_limits ADD COLUMN consecutive_until INTEGER NOT NULL DEFAULT 0",
-        "ALTER TABLE email_limits ADD COLUMN global_until INTEGER NOT NULL DEFAULT 0",
-        "ALTER TABLE email_limits ADD COLUMN report_until INTEGER NOT NULL DEFAULT 0",
       ],
     };
   }
 
   protected expiringTables(): string[] {
-    return ["otp_codes", "email_limits", "source_failures", "captured", "known_users"];
+    return ["otp_codes", "email_limits", "home_reports", "source_failures", "captured", "known_users"];
   }
 
   #limits(emailKey: string, now: number): Limits {
     const row = this.sql
       .exec<Limits & Record<string, number>>(
-        `SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at, consecutive, consecutive_until,
-           global_until, report_until
+        `SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at, consecutive, consecutive_until
          FROM email_limits WHERE email_key = ?`,
         emailKey,
       )
@@ -132,8 +158,6 @@ export class ChallengeStore extends ShardStore {
       last_sent_at: 0,
       consecutive: 0,
       consecutive_until: 0,
-      global_until: 0,
-      report_until: 0,
     };
     // Fixed one-hour windows that start at the first event after the previous window ended.
     if (l.failures_reset_at <= now) Object.assign(l, { failures: 0, failures_reset_at: now + HOUR });
@@ -163,40 +187,80 @@ export class ChallengeStore extends ShardStore {
    * the source spent its hourly failures, when every source together spent theirs, or after a run of
    * consecutive failures.
    */
-  #lockedFor(l: Limits, source: { failures: number; until: number }, p: OtpPolicy, now: number): number {
+  #lockedFor(
+    l: Limits,
+    source: { failures: number; until: number },
+    p: OtpPolicy,
+    now: number,
+    home: HomeReport | null,
+  ): number {
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
+    // A wrong code tried here is not counted at the home yet: nothing is tried until it is (the
+    // report is retried by the alarm), so guesses cannot outrun the home's count.
+    if (home && home.unreported > 0) return 1;
     const until = Math.max(
       source.failures >= p.email_failures_per_hour ? source.until : 0,
       l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
       l.consecutive >= p.email_consecutive_failures ? l.consecutive_until : 0,
-      l.global_until,
-      l.report_until,
+      // The home's counts, as it last answered: every region's wrong codes for the address.
+      home && home.home_failures >= p.email_failures_per_hour_all_sources ? home.home_failures_until : 0,
+      home && home.home_consecutive >= p.email_consecutive_failures ? home.home_consecutive_until : 0,
     );
     return until > now ? secs(until - now) : 0;
+  }
+
+  #homeReport(emailKey: string): HomeReport | null {
+    return (
+      this.sql
+        .exec<HomeReport & Record<string, SqlStorageValue>>(
+          `SELECT home, unreported, reset, home_failures, home_failures_until, home_consecutive,
+             home_consecutive_until FROM home_reports WHERE email_key = ?`,
+          emailKey,
+        )
+        .toArray()[0] ?? null
+    );
+  }
+
+  #saveHomeReport(emailKey: string, r: HomeReport, now: number): void {
+    this.sql.exec(
+      `INSERT INTO home_reports (email_key, home, unreported, reset, home_failures, home_failures_until,
+         home_consecutive, home_consecutive_until, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT(email_key) DO UPDATE SET home = excluded.home, unreported = excluded.unreported,
+         reset = excluded.reset, home_failures = excluded.home_failures,
+         home_failures_until = excluded.home_failures_until, home_consecutive = excluded.home_consecutive,
+         home_consecutive_until = excluded.home_consecutive_until, expires_at = excluded.expires_at`,
+      emailKey,
+      r.home,
+      r.unreported,
+      r.reset,
+      r.home_failures,
+      r.home_failures_until,
+      r.home_consecutive,
+      r.home_consecutive_until,
+      // Kept while anything is owed to the home, and while the home's counts can still lock.
+      Math.max(r.home_failures_until, r.home_consecutive_until, now + CONSECUTIVE_FAILURES_WINDOW_MS),
+    );
   }
 
   #saveLimits(emailKey: string, l: Limits): void {
     this.sql.exec(
       // An upsert, not INSERT OR REPLACE: a replace deletes and reinserts, writing every index twice.
       `INSERT INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at,
-         consecutive, consecutive_until, global_until, report_until)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         consecutive, consecutive_until)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(email_key) DO UPDATE SET failures = excluded.failures, failures_reset_at = excluded.failures_reset_at,
          sends = excluded.sends, sends_reset_at = excluded.sends_reset_at, last_sent_at = excluded.last_sent_at,
          expires_at = excluded.expires_at, consecutive = excluded.consecutive,
-         consecutive_until = excluded.consecutive_until, global_until = excluded.global_until,
-         report_until = excluded.report_until`,
+         consecutive_until = excluded.consecutive_until`,
       emailKey,
       l.failures,
       l.failures_reset_at,
       l.sends,
       l.sends_reset_at,
       l.last_sent_at,
-      Math.max(l.failures_reset_at, l.sends_reset_at, l.consecutive_until, l.global_until, l.report_until),
+      Math.max(l.failures_reset_at, l.sends_reset_at, l.consecutive_until),
       l.consecutive,
       l.consecutive_until,
-      l.global_until,
-      l.report_until,
     );
   }
 
@@ -209,7 +273,13 @@ export class ChallengeStore extends ShardStore {
     const { emailKey, now, policy: p } = a;
     const l = this.#limits(emailKey, now);
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
-    const locked = this.#lockedFor(l, this.#sourceFailures(emailKey, a.sourceKey, l, now), p, now);
+    const locked = this.#lockedFor(
+      l,
+      this.#sourceFailures(emailKey, a.sourceKey, l, now),
+      p,
+      now,
+      this.#homeReport(emailKey),
+    );
     if (locked) return { ok: false, error: "too_many_requests", retry_after: locked };
     const resendAt = l.last_sent_at + p.resend_interval_seconds * 1000;
     if (resendAt > now) return { ok: false, error: "slow_down", retry_after: secs(resendAt - now) };
@@ -252,13 +322,20 @@ export class ChallengeStore extends ShardStore {
    * code then fails). A transaction with no live code here gets `invalid` and changes nothing, so no
    * one can spend another login's attempts. Success consumes the code, clears the failures, and returns
    * the address's user if this shard knows it.
+   *
+   * Outside the address's home region (`a.home`), a wrong code is also owed to the home shard, and a
+   * sign-in after failures owes it a reset. What is owed is stored with the failure, in the same
+   * transaction, and reported before the answer (retried by the alarm if that fails or is cut off);
+   * until the home has counted it, no code of the address is tried here (issue 12, docs/security.md).
    */
-  verifyChallenge(a: VerifyChallenge): VerifyResult {
+  async verifyChallenge(a: VerifyChallenge): Promise<VerifyResult> {
     const { emailKey, now, policy: p } = a;
-    return this.ctx.storage.transactionSync((): VerifyResult => {
+    let owed = false;
+    const result = this.ctx.storage.transactionSync((): VerifyResult => {
       const l = this.#limits(emailKey, now);
       const source = this.#sourceFailures(emailKey, a.sourceKey, l, now);
-      const locked = this.#lockedFor(l, source, p, now);
+      const home = a.home ? this.#homeReport(emailKey) : null;
+      const locked = this.#lockedFor(l, source, p, now, home);
       if (locked) return { status: "locked", retry_after: locked };
 
       const c = this.sql
@@ -280,6 +357,11 @@ export class ChallengeStore extends ShardStore {
         // The signing-in source's own failures go; other sources' stay until their hour ends.
         if (source.failures > 0)
           this.sql.exec("DELETE FROM source_failures WHERE email_key = ? AND source_key = ?", emailKey, a.sourceKey);
+        // The home's counts of wrong codes in a row end with this sign-in too.
+        if (a.home && home && (home.home_failures > 0 || home.home_consecutive > 0)) {
+          this.#saveHomeReport(emailKey, { ...home, home: a.home, reset: 1 }, now);
+          owed = true;
+        }
         return { status: "ok", user: this.#knownUser(emailKey, now) };
       }
       this.sql.exec(
@@ -298,45 +380,114 @@ export class ChallengeStore extends ShardStore {
       l.failures += 1;
       l.consecutive += 1;
       l.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
-      if (a.reportsHome) l.report_until = now + REPORT_TIMEOUT_MS;
       this.#saveLimits(emailKey, l);
-      return a.reportsHome ? { status: "invalid", report: true } : { status: "invalid" };
+      if (a.home) {
+        const r = home ?? {
+          home: a.home,
+          unreported: 0,
+          reset: 0,
+          home_failures: 0,
+          home_failures_until: 0,
+          home_consecutive: 0,
+          home_consecutive_until: 0,
+        };
+        this.#saveHomeReport(emailKey, { ...r, home: a.home, unreported: r.unreported + 1 }, now);
+        owed = true;
+      }
+      return { status: "invalid" };
     });
+    if (owed) {
+      // Should the report below fail or be cut off, the alarm retries it.
+      await this.expireAt(Date.now() + REPORT_RETRY_MS);
+      await this.#reportHome(emailKey);
+    }
+    return result;
   }
 
   /**
-   * At the address's home shard: a wrong code tried in another region, counted with the home's own
-   * (hourly and consecutive, as a failure here would be). Returns until when the address is now
-   * locked everywhere (0: not locked). One home per address, so guesses spread over every region
-   * still meet one hourly limit (docs/security.md gives the exact bound).
+   * At the address's home shard: wrong codes tried in other regions, counted with the home's own
+   * (hourly and in a row, as failures here would be), after clearing them first when a sign-in
+   * elsewhere said so. Answers the counts, which the reporting shard checks against its policy. One
+   * home per address, so guesses spread over every region still meet one limit.
    */
-  async countFailureAtHome(a: CountFailure): Promise<{ locked_until: number }> {
-    const { emailKey, now, policy: p } = a;
+  async countAtHome(a: CountAtHome): Promise<HomeCounts> {
+    const { emailKey, now } = a;
     const l = this.ctx.storage.transactionSync(() => {
       const limits = this.#limits(emailKey, now);
-      limits.failures += 1;
-      limits.consecutive += 1;
-      limits.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
+      if (a.reset) Object.assign(limits, { failures: 0, consecutive: 0, consecutive_until: 0 });
+      if (a.failures > 0) {
+        limits.failures += a.failures;
+        limits.consecutive += a.failures;
+        limits.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
+      }
       this.#saveLimits(emailKey, limits);
       return limits;
     });
     // The row may be this shard's first for the address: its expiry needs the alarm.
     await this.expireAt(Math.max(l.failures_reset_at, l.consecutive_until));
-    const until = Math.max(
-      l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
-      l.consecutive >= p.email_consecutive_failures ? l.consecutive_until : 0,
-    );
-    return { locked_until: until };
+    return {
+      failures: l.failures,
+      failures_until: l.failures_reset_at,
+      consecutive: l.consecutive,
+      consecutive_until: l.consecutive_until,
+    };
   }
 
-  /** After the home counted a wrong code reported from here: codes may be tried again, unless it said locked. */
-  settleReport(emailKey: string, lockedUntil: number, now: number): void {
-    this.ctx.storage.transactionSync(() => {
-      const l = this.#limits(emailKey, now);
-      l.report_until = 0;
-      l.global_until = Math.max(l.global_until, lockedUntil);
-      this.#saveLimits(emailKey, l);
-    });
+  /** Addresses whose report to their home is under way in this instance (one at a time each). */
+  #reporting = new Set<string>();
+
+  /** Tells an address's home what it is owed from here, and keeps its answer. Never throws. */
+  async #reportHome(emailKey: string): Promise<void> {
+    if (this.#reporting.has(emailKey)) return;
+    const owed = this.#homeReport(emailKey);
+    if (!owed || (owed.unreported === 0 && owed.reset === 0)) return;
+    this.#reporting.add(emailKey);
+    try {
+      const home = shardNamed(this.env, "challenge", owed.home);
+      const counts = await home.countAtHome({
+        emailKey,
+        failures: owed.unreported,
+        reset: owed.reset === 1,
+        now: Date.now(),
+      });
+      this.ctx.storage.transactionSync(() => {
+        const now = Date.now();
+        const r = this.#homeReport(emailKey) ?? owed;
+        this.#saveHomeReport(
+          emailKey,
+          {
+            ...r,
+            // Only what was sent is settled: nothing else can have been added meanwhile, since no
+            // code is tried while anything is owed.
+            unreported: Math.max(0, r.unreported - owed.unreported),
+            reset: 0,
+            home_failures: counts.failures,
+            home_failures_until: counts.failures_until,
+            home_consecutive: counts.consecutive,
+            home_consecutive_until: counts.consecutive_until,
+          },
+          now,
+        );
+      });
+    } catch (err) {
+      log("warn", "challenge: a report to the address's home shard failed; the alarm retries it", {
+        error: errorField(err),
+      });
+    } finally {
+      this.#reporting.delete(emailKey);
+    }
+  }
+
+  override async alarm(): Promise<void> {
+    const owed = this.sql
+      .exec<{ email_key: string }>("SELECT email_key FROM home_reports WHERE unreported > 0 OR reset > 0 LIMIT 100")
+      .toArray();
+    for (const { email_key } of owed) await this.#reportHome(email_key);
+    await super.alarm();
+    const left = this.sql
+      .exec<{ n: number }>("SELECT COUNT(*) AS n FROM home_reports WHERE unreported > 0 OR reset > 0")
+      .one();
+    if (left.n > 0) await this.expireAt(Date.now() + REPORT_RETRY_MS);
   }
 
   #knownUser(emailKey: string, now: number): KnownUser | null {

@@ -122,15 +122,23 @@ export interface KnownUser {
 
 export type VerifyResult =
   | { status: "ok"; user: KnownUser | null }
-  /** `report`: a wrong code the caller must count at the address's home shard, then settle here. */
-  | { status: "invalid"; report?: true }
+  | { status: "invalid" }
   | { status: "locked"; retry_after: number };
 
-/** A wrong code from another region, counted at the address's home shard (issue 12). */
-export interface CountFailure {
+/** Wrong codes from another region, and whether a sign-in there cleared them, told to the address's home shard (issue 12). */
+export interface CountAtHome {
   emailKey: string;
+  failures: number;
+  reset: boolean;
   now: number;
-  policy: OtpPolicy;
+}
+
+/** The home's counts for the address: hourly failures and failures in a row, each with when it ends. */
+export interface HomeCounts {
+  failures: number;
+  failures_until: number;
+  consecutive: number;
+  consecutive_until: number;
 }
 
 export interface IssueChallenge {
@@ -154,11 +162,11 @@ export interface VerifyChallenge {
   now: number;
   policy: OtpPolicy;
   /**
-   * This shard is not the address's home (its login was placed in another region than the home):
-   * a wrong code is also counted at the home shard, and until that is settled here, no other code
-   * of the address is tried here.
+   * The address's home shard (sharding.ts shardAddress), when it is not this one (the login was
+   * placed in another region than the home): a wrong code is also counted there, and until it is,
+   * no other code of the address is tried here.
    */
-  reportsHome?: boolean;
+  home?: string;
 }
 
 /** A captured message, sealed by the Worker under MAIL_OUTBOX_SECRET (`{to, subject, text, code}`). */

@@ -275,6 +275,12 @@ export async function deploy(o) {
   const devVars = readConfig({ config: join(ROOT, OP_CONFIGS[0] ?? "") }).vars;
   await checkProductionConfig(productionVars(o, devVars), secrets);
   console.log("• production configuration checked (the same schema the Workers parse at start-up)");
+  if (!o.regions)
+    console.warn(
+      "! no --regions: every login is placed in the one `global` region. If the running deployment has other " +
+        "regions, their live ids (sessions, refresh tokens) will be refused after this deploy: pass the same " +
+        "--regions as before (docs/deploy.md).",
+    );
 
   if (!o.dryRun) await wrangler(["whoami"]);
   const databaseId = o.databaseId ?? (o.dryRun ? PLACEHOLDER_DB_ID : await ensureDatabase(o.database));

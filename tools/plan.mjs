@@ -56,13 +56,12 @@ if (values.measure) {
     console.log(`\n${region}: calls/s measured ${JSON.stringify(r.measured)}, peak = ${measured.peak_factor} x that`);
     print(r.plan);
   }
-  const regions = Object.fromEntries(
-    Object.entries(body.regions).map(([region, r]) => [
-      region,
-      Object.fromEntries(Object.entries(r.shards).map(([s, n]) => [s, [n]])),
-    ]),
+  const counts = Object.fromEntries(Object.entries(body.regions).map(([region, r]) => [region, r.shards]));
+  console.log(`\nPlanned counts per region: ${JSON.stringify(counts)}`);
+  console.log(
+    "Append each count that changes as a new generation of its region's list (SHARDS.regions.<name>, or the " +
+      "default list the region follows); never replace a list: live ids name its generations (docs/sharding.md).",
   );
-  console.log(`\nPer region, as SHARDS.regions (docs/sharding.md): ${JSON.stringify(regions)}`);
   process.exit(0);
 }
 const number = (/** @type {string | undefined} */ v, /** @type {string} */ name) => {

@@ -66,6 +66,10 @@ describe("placement: which region a request maps to", () => {
       { ...REGIONS, residency: { region: "apac", countries: ["DE"] } },
       { ...REGIONS, regions: { ...REGIONS.regions, moon: { hint: "moon" } } },
       { ...REGIONS, regions: { ...REGIONS.regions, global: { hint: "wnam" } } },
+      // A jurisdiction is part of a region's name, so config cannot move a region's live objects.
+      { ...REGIONS, regions: { ...REGIONS.regions, apac: { jurisdiction: "eu" } } },
+      { ...REGIONS, regions: { ...REGIONS.regions, eu: { hint: "weur" } } },
+      { ...REGIONS, regions: { ...REGIONS.regions, useast: { hint: "enam" } } },
       { ...REGIONS, extra: 1 },
     ];
     for (const regions of bad)

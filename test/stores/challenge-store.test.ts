@@ -438,4 +438,57 @@ describe("ChallengeStore storage holds no plaintext (A9)", () => {
     expect(all).not.toContain(code);
     expect(all).not.toContain(tx);
   });
+
+  it("owes a wrong code tried outside the address's home to the home shard, keeps it owed when the home cannot be reached, and reports it from the alarm (issue 12)", async () => {
+    // Two shards named as the router names them (shardNamed checks the form of a home's address).
+    const regionalName = `challenge:g0:s${9000 + ++n}`;
+    const homeName = `challenge:g0:s${9000 + ++n}`;
+    const regional = env.CHALLENGES.get(env.CHALLENGES.idFromName(regionalName));
+    const home = env.CHALLENGES.get(env.CHALLENGES.idFromName(homeName));
+    const ek = key("owed");
+    const now = Date.now();
+    expect(
+      (
+        await regional.issueChallenge({
+          emailKey: ek,
+          sourceKey: "src-a",
+          txHash: "tx1",
+          codeMac: "right",
+          now,
+          policy: P,
+        })
+      ).ok,
+    ).toBe(true);
+    // The home named is not a challenge shard: the report fails, the failure stays owed.
+    const args = { emailKey: ek, sourceKey: "src-a", txHash: "tx1", now, policy: P };
+    expect(await regional.verifyChallenge({ ...args, codeMac: "wrong", home: "mail:g0:s1" })).toEqual({
+      status: "invalid",
+    });
+    expect(await sql(regional, "SELECT unreported FROM home_reports WHERE email_key = ?", ek)).toEqual([
+      { unreported: 1 },
+    ]);
+    // While it is owed, no code of the address is tried here, the right one included.
+    expect(await regional.verifyChallenge({ ...args, codeMac: "right", home: homeName })).toEqual({
+      status: "locked",
+      retry_after: 1,
+    });
+    // The alarm reports it (to the home it was owed to; here pointed at a real one).
+    await runInDurableObject(regional, (_i, state) => {
+      state.storage.sql.exec("UPDATE home_reports SET home = ? WHERE email_key = ?", homeName, ek);
+    });
+    expect(await runDurableObjectAlarm(regional)).toBe(true);
+    expect(await sql(home, "SELECT failures, consecutive FROM email_limits WHERE email_key = ?", ek)).toEqual([
+      { failures: 1, consecutive: 1 },
+    ]);
+    expect(await sql(regional, "SELECT unreported, home_failures FROM home_reports WHERE email_key = ?", ek)).toEqual([
+      { unreported: 0, home_failures: 1 },
+    ]);
+    // Settled: the right code signs in, and tells the home to clear its counts.
+    expect(await regional.verifyChallenge({ ...args, codeMac: "right", home: homeName })).toMatchObject({
+      status: "ok",
+    });
+    expect(await sql(home, "SELECT failures, consecutive FROM email_limits WHERE email_key = ?", ek)).toEqual([
+      { failures: 0, consecutive: 0 },
+    ]);
+  });
 });

@@ -5,7 +5,7 @@ import type { AppEnv } from "./app";
 import { type AuditEnv, type AuditInput, auditEvent, auditShardName, emitAudit } from "./audit-event";
 import type { Config } from "./config";
 import { hmac } from "./crypto";
-import type { Routing } from "./sharding";
+import { type IdCodec, parseId, type Routing } from "./sharding";
 
 /**
  * An event of this request, for a store verb to write in its own transaction (the events of a
@@ -15,11 +15,15 @@ export function requestAuditEvent(c: Context<AppEnv>, input: AuditInput): AuditE
   return auditEvent(input, c.req.header("cf-connecting-ip") ?? null);
 }
 
-/** `audit(c, {...})`: one line in a handler; the event is written after the response. */
-export function audit(c: Context<AppEnv>, input: AuditInput): void {
+/**
+ * `audit(c, {...})`: one line in a handler; the event is written after the response, to an
+ * AuditBuffer shard of `region`: the region of the login the event is about, where there is one
+ * (so an EU resident's events stay in the EU jurisdiction until D1), else the request's.
+ */
+export function audit(c: Context<AppEnv>, input: AuditInput, region: string = c.get("region")): void {
   const config = c.get("config");
   const event = requestAuditEvent(c, input);
-  const promise = emitAudit(c.env, auditShardName(config, c.get("region"), event.user_id ?? event.email_key), [event]);
+  const promise = emitAudit(c.env, auditShardName(config, region, event.user_id ?? event.email_key), [event]);
   try {
     c.executionCtx.waitUntil(promise);
   } catch {
@@ -32,9 +36,28 @@ export const auditEmailKey = (config: Pick<Config, "OTP_HMAC_SECRET">, normalize
   hmac(config.OTP_HMAC_SECRET, `email:${normalizedEmail}`);
 
 /** For code without a request context (a cron, a failure path that already waits): written before it returns. */
-export function recordAudit(env: AuditEnv, config: Routing, input: AuditInput): Promise<void> {
+export function recordAudit(
+  env: AuditEnv,
+  config: Routing,
+  input: AuditInput,
+  region: string = config.REGIONS.default,
+): Promise<void> {
   const event = auditEvent(input);
-  return emitAudit(env, auditShardName(config, config.REGIONS.default, event.user_id ?? event.email_key), [event]);
+  return emitAudit(env, auditShardName(config, region, event.user_id ?? event.email_key), [event]);
+}
+
+/** The region of the login a sid belongs to (regions.ts); undefined for one no longer accepted. */
+export function loginRegion(config: IdCodec, sid: unknown): string | undefined {
+  return parseId(config, "sid", sid)?.ref.place.region;
+}
+
+/** The login region of a token response (the sid of the access token just signed), if it has one. */
+export function regionOf(config: IdCodec, body: { access_token?: unknown }): string | undefined {
+  try {
+    return typeof body.access_token === "string" ? loginRegion(config, decodeJwt(body.access_token).sid) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The subject of a token response (read from the access token just signed). */

@@ -77,6 +77,20 @@ export const regionsSchema = z
     const known = (name: string, path: (string | number)[]) => {
       if (!(name in r.regions)) ctx.addIssue({ code: "custom", path, message: `region ${name} is not in regions` });
     };
+    // A region's jurisdiction is part of its name (`eu`, `eu2`, `us`, `fedramp`), as the name is part
+    // of every id: config can never move a region's live objects into or out of a jurisdiction (the
+    // same name in another jurisdiction is another, empty object). Moving means a new region.
+    for (const [name, region] of Object.entries(r.regions)) {
+      const named = JURISDICTIONS.find((j) => name.startsWith(j));
+      if (region.jurisdiction !== named)
+        ctx.addIssue({
+          code: "custom",
+          path: ["regions", name],
+          message: named
+            ? `a region named ${name} is in the ${named} jurisdiction: say "jurisdiction": "${named}"`
+            : `a region in the ${region.jurisdiction} jurisdiction is named after it (${region.jurisdiction}, ${region.jurisdiction}2, ...)`,
+        });
+    }
     known(r.default, ["default"]);
     if (r.home) known(r.home, ["home"]);
     for (const [k, v] of Object.entries(r.continents)) known(v as string, ["continents", k]);

@@ -67,7 +67,11 @@ function stubOf<S extends ShardedStore>(
   let ns = (env as unknown as Env)[STORE_BINDINGS[store].binding] as unknown as DurableObjectNamespace;
   let prefix = "";
   if (jurisdiction) {
-    const inside = withinJurisdiction(ns, jurisdiction);
+    const inside = withinJurisdiction(
+      ns,
+      jurisdiction,
+      (env as { ENVIRONMENT?: unknown }).ENVIRONMENT === "production",
+    );
     if (inside) ns = inside;
     else prefix = `${jurisdiction}/`;
   }
@@ -80,15 +84,19 @@ let jurisdictionsMissing = false;
  * The namespace's jurisdictional subnamespace, or null in workerd, which has none ("Jurisdiction
  * restrictions are not implemented in workerd": local dev and tests). There a jurisdiction's objects
  * get names of their own (`eu/<name>`), so they stay apart from other regions' objects as they are
- * on Cloudflare. Any other failure is thrown: on Cloudflare an object is never placed outside its
- * jurisdiction by a fallback.
+ * on Cloudflare. Any other failure is thrown, and so is this one in production (a self-hosted
+ * workerd): an object is never placed outside its jurisdiction by a fallback.
  */
-function withinJurisdiction(ns: DurableObjectNamespace, jurisdiction: Jurisdiction): DurableObjectNamespace | null {
-  if (jurisdictionsMissing) return null;
+function withinJurisdiction(
+  ns: DurableObjectNamespace,
+  jurisdiction: Jurisdiction,
+  production: boolean,
+): DurableObjectNamespace | null {
+  if (jurisdictionsMissing && !production) return null;
   try {
     return ns.jurisdiction(jurisdiction);
   } catch (err) {
-    if (!(err instanceof Error && err.message.includes("not implemented in workerd"))) throw err;
+    if (production || !(err instanceof Error && err.message.includes("not implemented in workerd"))) throw err;
     jurisdictionsMissing = true;
     return null;
   }

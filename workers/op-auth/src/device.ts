@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { DeviceView } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
-import { audit } from "../../shared/audit";
+import { audit, loginRegion } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { deviceShardsToTry, formatUserCode, normalizeUserCode } from "../../shared/device";
 import { OAuthError } from "../../shared/errors";
@@ -114,12 +114,11 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
     now: Date.now(),
   });
   if (!decided) throw pageError("Code expired", "That code is not valid any more. Start again on your device.");
-  audit(c, {
-    kind: "device_decision",
-    user: session.sub,
-    client: found.view.client_id,
-    detail: { approved: approve },
-  });
+  audit(
+    c,
+    { kind: "device_decision", user: session.sub, client: found.view.client_id, detail: { approved: approve } },
+    loginRegion(c.get("config"), session.sid),
+  );
   return approve
     ? messagePage("Device connected", "You can return to your device now.")
     : messagePage("Request denied", "The device was not signed in. You can close this page.");

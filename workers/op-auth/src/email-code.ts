@@ -112,24 +112,6 @@ function challengeRef(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
 const challengeShard = (c: Context<AppEnv>, post: LoginPost, emailKey: string) =>
   shard(c.env, "challenge", challengeRef(c, post, emailKey));
 
-/**
- * Wrong codes tried in a region other than the address's home are also counted at its home shard
- * (the address's ChallengeStore shard in REGIONS.home, current generation), which answers whether the
- * address is now locked everywhere; the regional shard tries no other code of the address until that
- * answer is settled there. One extra round trip per wrong code, none for a right one (issue 12).
- */
-async function reportFailureHome(
-  c: Context<AppEnv>,
-  regional: ReturnType<typeof challengeShard>,
-  emailKey: string,
-  now: number,
-): Promise<void> {
-  const config = c.get("config");
-  const home = shard(c.env, "challenge", routeKey(config, "challenge", emailKey, config.REGIONS.home));
-  const { locked_until } = await home.countFailureAtHome({ emailKey, now, policy: otpPolicy(config) });
-  await regional.settleReport(emailKey, locked_until, now);
-}
-
 function otpPolicy(config: Config): OtpPolicy {
   const p = config.POLICY;
   return {
@@ -225,10 +207,11 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     codeMac: await codeMacOf(config, emailKey, code),
     now,
     policy: otpPolicy(config),
-    reportsHome: shardAddress(home) !== shardAddress(regional),
+    // Outside the address's home region, wrong codes are counted at its home shard too (issue 12).
+    ...(shardAddress(home) !== shardAddress(regional) ? { home: shardAddress(home) } : {}),
   });
-  if (result.status === "invalid" && result.report) await reportFailureHome(c, challenges, emailKey, now);
-  if (result.status !== "ok") audit(c, { kind: result.status === "locked" ? "lockout" : "code_failed", emailKey });
+  if (result.status !== "ok")
+    audit(c, { kind: result.status === "locked" ? "lockout" : "code_failed", emailKey }, regional.place.region);
   if (result.status === "locked")
     throw new OAuthError("too_many_attempts", "too many wrong codes for this address", {
       retryAfter: result.retry_after,

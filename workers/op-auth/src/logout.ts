@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
 import type { AppEnv } from "../../shared/app";
-import { audit } from "../../shared/audit";
+import { audit, loginRegion } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { sha256 } from "../../shared/crypto";
 import { clearCookie, cookieName, getCookie, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/http";
@@ -67,7 +67,12 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
     if (sid) sids.add(sid);
   }
   await Promise.all([...sids].map((sid) => revokeInSidShard(c.env, config, sid, [`sid:${sid}`])));
-  if (sids.size) audit(c, { kind: "logout", client: clientId ?? null, detail: { sid: [...sids] } });
+  if (sids.size)
+    audit(
+      c,
+      { kind: "logout", client: clientId ?? null, detail: { sid: [...sids] } },
+      loginRegion(config, [...sids][0]),
+    );
 
   const headers = {
     "Set-Cookie": clearCookie(cookieName(SESSION_COOKIE, config.secureCookies), config.secureCookies),

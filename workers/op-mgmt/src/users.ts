@@ -55,12 +55,16 @@ export async function importUsers(c: Context<AppEnv>): Promise<Response> {
 }
 
 /**
- * Tells each new user's address shards (ChallengeStore, each region's current generation) who the address belongs
+ * Tells each new user's address shards (ChallengeStore, each region's current generation; none with
+ * `residency` configured) who the address belongs
  * to, one call per shard, so the first sign-in of a created or imported user reads no D1. Only a cache:
  * if a shard cannot take it, that user's first sign-in reads D1 instead.
  */
 async function rememberInShards(c: Context<AppEnv>, users: { id: string; email: string }[], now: number) {
   const config = c.get("config");
+  // With residency, where a person signs in decides where her state may be; the admin API does not
+  // know it, so it writes nothing about her to any region (her first sign-in reads D1 instead).
+  if (config.REGIONS.residency) return;
   const byShard = new Map<string, { ref: ReturnType<typeof routeKey>; users: { emailKey: string; id: string }[] }>();
   for (const u of users) {
     const emailKey = await auditEmailKey(config, u.email);

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { FamilyGrant } from "../../../durable-objects/contract";
 import { type AppEnv, admitNewWork } from "../../shared/app";
-import { audit, recordAudit, requestAuditEvent, subjectOf } from "../../shared/audit";
+import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf } from "../../shared/audit";
 import type { AuditInput } from "../../shared/audit-event";
 import { openCode } from "../../shared/auth-code";
 import { authenticateClient, type Client } from "../../shared/clients";
@@ -47,7 +47,7 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
   if (grantType === DEVICE_GRANT) {
     admitNewWork(c);
     const body = await deviceCode(c.env, config, client, form);
-    audit(c, { ...issued, user: subjectOf(body) });
+    audit(c, { ...issued, user: subjectOf(body) }, regionOf(config, body));
     return json(body, 200, NO_STORE);
   }
   if (grantType === "client_credentials") {
@@ -57,7 +57,7 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     return json(body, 200, NO_STORE);
   }
   const body = await refresh(c.env, config, client, form);
-  audit(c, { ...issued, user: subjectOf(body) });
+  audit(c, { ...issued, user: subjectOf(body) }, regionOf(config, body));
   return json(body, 200, NO_STORE);
 }
 
@@ -311,12 +311,12 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
   if (result.status === "reuse_detected") {
     // The family is revoked in the rotator; the grant mark kills the access tokens issued from it.
     await revokeInSidShard(env, config, result.grant.sid, [`grant:${grantId}`]);
-    await recordAudit(env, config, {
-      kind: "refresh_reuse",
-      user: result.grant.sub,
-      client: client.client_id,
-      detail: { sid: result.grant.sid },
-    });
+    await recordAudit(
+      env,
+      config,
+      { kind: "refresh_reuse", user: result.grant.sub, client: client.client_id, detail: { sid: result.grant.sid } },
+      loginRegion(config, result.grant.sid),
+    );
     throw invalidGrant("the refresh token was already used; its login is revoked");
   }
 
