@@ -9,7 +9,7 @@ export const LAST_LOGIN_EVERY_MS = 300_000;
 /** While D1 refuses a flush, the next try waits this long, doubled per failure, at most five minutes. */
 export const auditRetryDelay = (failures: number) => Math.min(300_000, AUDIT_FLUSH_DELAY_MS * 2 ** failures);
 
-const COLUMNS = ["id", "at", "kind", "user_id", "email_key", "client_id", "ip", "detail"] as const;
+const COLUMNS = ["id", "at", "kind", "user_id", "email_key", "client_id", "ip", "detail", "tenant"] as const;
 
 /**
  * The transactional outbox of the audit trail, as a table in a Durable Object's own SQLite storage.
@@ -37,14 +37,20 @@ export class AuditOutbox {
       email_key TEXT,
       client_id TEXT,
       ip TEXT,
-      detail TEXT)`;
+      detail TEXT,
+      tenant TEXT)`;
+  }
+
+  /** Columns added since the table was first created (shard-store.ts runs each once). */
+  upgrades(): string[] {
+    return [`ALTER TABLE ${this.table} ADD COLUMN tenant TEXT`];
   }
 
   /** Adds events; call it inside the transaction that makes them true. */
   add(events: AuditEvent[]): void {
     for (const e of events)
       this.sql.exec(
-        `INSERT INTO ${this.table} (id, at, kind, user_id, email_key, client_id, ip, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO ${this.table} (id, at, kind, user_id, email_key, client_id, ip, detail, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         e.id,
         e.at,
         e.kind,
@@ -53,6 +59,7 @@ export class AuditOutbox {
         e.client_id,
         e.ip,
         e.detail ? JSON.stringify(e.detail) : null,
+        e.tenant ?? null,
       );
   }
 
@@ -90,7 +97,7 @@ async function writeToD1(db: D1Database, rows: Record<string, SqlStorageValue>[]
     db
       .prepare(
         `INSERT OR IGNORE INTO audit_events (${COLUMNS.join(", ")})
-         SELECT ${COLUMNS.map((c) => `json_extract(value, '$.${c}')`).join(", ")} FROM json_each(?)`,
+         SELECT ${COLUMNS.map((c) => (c === "tenant" ? "COALESCE(json_extract(value, '$.tenant'), 'default')" : `json_extract(value, '$.${c}')`)).join(", ")} FROM json_each(?)`,
       )
       .bind(events),
   ];

@@ -59,6 +59,8 @@ export interface AuditEvent {
   client_id: string | null;
   ip: string | null;
   detail: Record<string, unknown> | null;
+  /** The tenant (issue 23); absent for the default tenant's events (and every event from before tenants). */
+  tenant?: string;
 }
 
 // ---- SessionStore: the login's session.

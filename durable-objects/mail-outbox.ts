@@ -106,9 +106,14 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
       )
       .toArray();
     const events = new Map<string, AuditEvent[]>();
-    const note = (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) => {
+    const note = (
+      item: OutboxItem,
+      kind: "code_sent" | "mail_failed",
+      detail: Record<string, unknown>,
+      tenant?: string,
+    ) => {
       const list = events.get(item.audit_shard) ?? [];
-      list.push(auditEvent({ kind, emailKey: item.key, detail }));
+      list.push(auditEvent({ kind, emailKey: item.key, detail, tenant }));
       events.set(item.audit_shard, list);
     };
     await Promise.all(due.map((item) => this.#retry(item, now, note)));
@@ -118,7 +123,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
   async #retry(
     item: OutboxItem,
     now: number,
-    note: (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) => void,
+    note: (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>, tenant?: string) => void,
   ): Promise<void> {
     const n = item.attempts + 1;
     const drop = () => this.sql.exec("DELETE FROM outbox WHERE key = ? AND id = ?", item.key, item.id);
@@ -149,16 +154,19 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
         expiresAt: m.expires_at,
         issuerName: m.issuer_name,
         issuer: m.issuer,
+        from: m.from,
+        fromName: m.from_name,
+        replyTo: m.reply_to,
       },
       item.timeout_ms,
       item.id,
     );
     if (!failure) {
       drop();
-      note(item, "code_sent", { attempt: n, transport: config.MAIL_TRANSPORT });
+      note(item, "code_sent", { attempt: n, transport: config.MAIL_TRANSPORT }, m.tenant);
       return;
     }
-    return this.#failed(item, n, now, failure.message, failure.permanent, note, config.MAIL_TRANSPORT);
+    return this.#failed(item, n, now, failure.message, failure.permanent, note, config.MAIL_TRANSPORT, m.tenant);
   }
 
   #failed(
@@ -167,8 +175,9 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
     now: number,
     error: string,
     permanent: boolean,
-    note: (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) => void,
+    note: (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>, tenant?: string) => void,
     transport?: string,
+    tenant?: string,
   ): void {
     const nextAt = now + item.retry_ms * 3 ** (n - 1);
     const retry = !permanent && n < item.max_attempts && nextAt < item.expires_at;
@@ -182,7 +191,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
         item.id,
       );
     else this.sql.exec("DELETE FROM outbox WHERE key = ? AND id = ?", item.key, item.id);
-    note(item, "mail_failed", { attempt: n, error, retry, ...(transport ? { transport } : {}) });
+    note(item, "mail_failed", { attempt: n, error, retry, ...(transport ? { transport } : {}) }, tenant);
   }
 }
 countVerbCalls(MailOutbox as unknown as abstract new (...args: never[]) => ShardStore);

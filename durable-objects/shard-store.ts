@@ -34,7 +34,9 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     this.sql = this.rows.track(ctx.storage.sql);
     this.audit = new AuditOutbox(this.sql, this.outboxTable());
     for (const statement of [...this.schema(), this.audit.schema()]) this.sql.exec(statement);
-    for (const [table, alters] of Object.entries(this.upgrades())) {
+    const upgrades = { ...this.upgrades() };
+    upgrades[this.outboxTable()] = [...(upgrades[this.outboxTable()] ?? []), ...this.audit.upgrades()];
+    for (const [table, alters] of Object.entries(upgrades)) {
       const ddl =
         this.sql
           .exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table)

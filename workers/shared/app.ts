@@ -5,8 +5,9 @@ import { errorResponse, OAuthError } from "./errors";
 import { percentDecodesCleanly, watchBody } from "./http";
 import { countingEnv, mountIsolateRoutes } from "./isolate";
 import { withLiveShards } from "./live-shards";
-import { formatTrace, inRequest, log, requestIdOf, traceStoreCalls } from "./log";
+import { formatTrace, inRequest, log, requestIdOf, setPathBase, traceStoreCalls } from "./log";
 import { regionFor, requestGeo } from "./regions";
+import { adminTenantRouteOf, configForRequest, type TenantRoute, tenantRouteOf } from "./tenants";
 
 export type AppEnv = {
   Bindings: Env;
@@ -16,8 +17,20 @@ export type AppEnv = {
     corsOrigins?: string[];
     /** The region this request maps to (regions.ts): where what it begins is placed. */
     region: string;
+    /** The tenant the request's URL names, and the path the Worker routes on (tenants.ts). */
+    tenantRoute: TenantRoute;
   };
 };
+
+/**
+ * Where a Worker finds a request's tenant: an issuer's endpoints under `/t/<tenant>` or a custom host
+ * (op-auth, op-token), or the admin API's `/admin/v1/tenants/<tenant>/...` (op-mgmt, which resolves
+ * the tenant itself after authenticating the caller).
+ */
+export type TenantPaths = "issuer" | "admin";
+
+const routeOf = (mode: TenantPaths, url: string, hosts: Readonly<Record<string, string>>) =>
+  mode === "admin" ? adminTenantRouteOf(url) : tenantRouteOf(url, hosts);
 
 /** Requests this isolate is working on (all apps in an isolate share it). */
 let inflight = 0;
@@ -37,8 +50,9 @@ export function admitNewWork(c: Context<AppEnv>): void {
  * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503
  * and logs why), every error rendered by `errorResponse`, unknown paths 404 in the same shape.
  */
-export function createApp(): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
+export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
+  // The router sees the path without its tenant prefix: `/t/acme/token` routes as `/token`.
+  const app = new Hono<AppEnv>({ getPath: (req) => routeOf(mode, req.url, {}).path });
   // Every response, errors included, names its request; every log line inside it carries the same id.
   app.use(async (c, next) => {
     const requestId = requestIdOf(c.req.raw);
@@ -67,7 +81,14 @@ export function createApp(): Hono<AppEnv> {
     }
     c.env = countingEnv(c.env);
     // With the shard generations appended live (issue 13), read at most every few seconds per isolate.
-    c.set("config", await withLiveShards(c.env, config));
+    const live = await withLiveShards(c.env, config);
+    const route = routeOf(mode, c.req.url, config.TENANT_HOSTS);
+    c.set("tenantRoute", route);
+    // A custom host is its tenant's only issuer: no other tenant's paths under it.
+    if (route.via === "host" && /^\/t\//.test(route.path)) throw new OAuthError("not_found", "no such endpoint");
+    // The request sees the config as its tenant does (tenants.ts); op-mgmt does this after authentication.
+    c.set("config", mode === "issuer" ? await configForRequest(c.env, live, route) : live);
+    if (mode === "issuer" && route.via === "path") setPathBase(`/t/${route.tenant}`);
     c.set("region", regionFor(config.REGIONS, requestGeo(c.req.raw)));
     // The latency model (tools/latency-model.mjs) asks which Durable Objects a step calls; never in production.
     if (config.ENVIRONMENT !== "production" && c.req.header("x-keyway-trace") === "1") traceStoreCalls();

@@ -15,6 +15,8 @@ export interface AuditInput {
   emailKey?: string | null | undefined;
   client?: string | null | undefined;
   detail?: Record<string, unknown> | undefined;
+  /** The tenant the event is about; `default` when absent. */
+  tenant?: string | undefined;
 }
 
 export interface AuditEnv {
@@ -31,6 +33,7 @@ export function auditEvent(input: AuditInput, ip: string | null = null, at = Dat
     client_id: input.client ?? null,
     ip,
     detail: input.detail ?? null,
+    ...(input.tenant && input.tenant !== "default" ? { tenant: input.tenant } : {}),
   };
 }
 

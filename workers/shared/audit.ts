@@ -6,13 +6,14 @@ import { type AuditEnv, type AuditInput, auditEvent, auditShardName, emitAudit }
 import type { Config } from "./config";
 import { hmac } from "./crypto";
 import { type IdCodec, parseId, type Routing } from "./sharding";
+import { tenantScoped } from "./tenants";
 
 /**
  * An event of this request, for a store verb to write in its own transaction (the events of a
  * successful login travel this way; see durable-objects/audit-outbox.ts).
  */
 export function requestAuditEvent(c: Context<AppEnv>, input: AuditInput): AuditEvent {
-  return auditEvent(input, c.req.header("cf-connecting-ip") ?? null);
+  return auditEvent({ tenant: c.get("config").TENANT, ...input }, c.req.header("cf-connecting-ip") ?? null);
 }
 
 /**
@@ -32,17 +33,17 @@ export function audit(c: Context<AppEnv>, input: AuditInput, region: string = c.
 }
 
 /** The key an address has everywhere: its ChallengeStore shard, its MailOutbox shard, the audit trail. */
-export const auditEmailKey = (config: Pick<Config, "OTP_HMAC_SECRET">, normalizedEmail: string) =>
-  hmac(config.OTP_HMAC_SECRET, `email:${normalizedEmail}`);
+export const auditEmailKey = (config: Pick<Config, "OTP_HMAC_SECRET" | "TENANT">, normalizedEmail: string) =>
+  hmac(config.OTP_HMAC_SECRET, `email:${tenantScoped(config, normalizedEmail)}`);
 
 /** For code without a request context (a cron, a failure path that already waits): written before it returns. */
 export function recordAudit(
   env: AuditEnv,
-  config: Routing,
+  config: Routing & { TENANT?: string },
   input: AuditInput,
   region: string = config.REGIONS.default,
 ): Promise<void> {
-  const event = auditEvent(input);
+  const event = auditEvent({ tenant: config.TENANT, ...input });
   return emitAudit(env, auditShardName(config, region, event.user_id ?? event.email_key), [event]);
 }
 

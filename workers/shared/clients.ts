@@ -15,6 +15,8 @@ export interface ClientJwks {
 
 export interface Client {
   client_id: string;
+  /** The tenant the client is registered in; it exists nowhere else (issue 23). */
+  tenant: string;
   client_name: string;
   token_endpoint_auth_method: AuthMethod;
   secret_hash: string | null;
@@ -31,6 +33,7 @@ export interface Client {
 
 interface ClientRow {
   client_id: string;
+  tenant: string;
   client_name: string;
   token_endpoint_auth_method: AuthMethod;
   secret_hash: string | null;
@@ -66,19 +69,24 @@ const cache = new Map<string, { client: Client | null; until: number }>();
 export async function findClient(env: Env, config: Config, clientId: string): Promise<Client | null> {
   if (!clientId || clientId.length > 128) return null;
   const now = Date.now();
-  const hit = cache.get(clientId);
+  // A client belongs to one tenant: asked for by another, it does not exist (issue 23).
+  const key = `${config.TENANT}:${clientId}`;
+  const hit = cache.get(key);
   if (hit && hit.until > now) return hit.client;
-  const row = await env.DB.prepare("SELECT * FROM clients WHERE client_id = ?").bind(clientId).first<ClientRow>();
+  const row = await env.DB.prepare("SELECT * FROM clients WHERE client_id = ? AND tenant = ?")
+    .bind(clientId, config.TENANT)
+    .first<ClientRow>();
   const client = row ? clientFromRow(row) : null;
   if (config.POLICY.client_cache_seconds > 0) {
     if (cache.size > 10_000) cache.clear();
-    cache.set(clientId, { client, until: now + config.POLICY.client_cache_seconds * 1000 });
+    cache.set(key, { client, until: now + config.POLICY.client_cache_seconds * 1000 });
   }
   return client;
 }
 
+/** Forgets a client in every tenant's entry (client ids are unique across tenants). */
 export function forgetClient(clientId: string): void {
-  cache.delete(clientId);
+  for (const key of cache.keys()) if (key.endsWith(`:${clientId}`)) cache.delete(key);
 }
 
 export async function hashClientSecret(secret: string): Promise<string> {

@@ -118,133 +118,139 @@ export function shardsIn(shards: ShardConfig, region: string): ShardConfig {
   return out;
 }
 
-const policySchema = z
-  .object({
-    otp_ttl_seconds: z.number().int().min(60).max(600).default(300),
-    otp_max_attempts: z.number().int().min(1).max(10).default(5),
-    /**
-     * Wrong codes per hour for one address from one source (an IPv4 address, an IPv6 /48); then that
-     * source is refused for the address until its hour ends. Per source, so one source cannot lock a
-     * person out (issue 15); the bound on guessing is the all-sources number and the consecutive cap.
-     */
-    email_failures_per_hour: z.number().int().min(1).max(100).default(10),
-    /** Wrong codes per hour for one address from every source together; then the address is locked. */
-    email_failures_per_hour_all_sources: z.number().int().min(1).max(100).default(30),
-    /**
-     * Wrong codes in a row for an address, across hours, before it is locked until a day after the
-     * last one (a success resets the count). NIST SP 800-63B §5.2.2 allows at most 100.
-     */
-    email_consecutive_failures: z.number().int().min(10).max(100).default(100),
-    resend_interval_seconds: z.number().int().min(10).max(600).default(60),
-    sends_per_email_per_hour: z.number().int().min(1).max(100).default(10),
-    /**
-     * Per-IP quotas a minute, per Cloudflare location (the Workers Rate Limiting binding); raised,
-     * never disabled, for load tests. The per-email limits above guard each address; these cap what
-     * one address (an office behind NAT, a test suite on one machine) can spread over many, so they
-     * sit well above one person's logins.
-     */
-    ip_generate_per_minute: z.number().int().min(1).max(1_000_000).default(100),
-    ip_verify_per_minute: z.number().int().min(1).max(1_000_000).default(200),
-    /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
-    max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
-    /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
-    body_deadline_seconds: z.number().int().min(1).max(60).default(10),
-    login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
-    /** RFC 8628: how long a device's request waits for a person (`expires_in`), and its first polling `interval`. */
-    device_code_ttl_seconds: z.number().int().min(60).max(1800).default(600),
-    device_poll_interval_seconds: z.number().int().min(1).max(60).default(5),
-    code_ttl_seconds: z.number().int().min(10).max(600).default(60),
-    session_ttl_seconds: z
-      .number()
-      .int()
-      .min(300)
-      .max(30 * 86400)
-      .default(86400),
-    access_token_ttl_seconds: z.number().int().min(60).max(86400).default(600),
-    /**
-     * How access tokens are signed. RS256, the default, is what RFC 9068 §2.1 has every resource server
-     * support; ES256 costs about a thirtieth of the CPU (docs/performance.md) for deployments whose
-     * resource servers verify it. Both keys are in JWKS either way. An ES256 signature is not
-     * deterministic, so a refresh retried within the grace window then gets equal claims, not equal bytes.
-     */
-    access_token_signing_alg: z.enum(["RS256", "ES256"]).default("RS256"),
-    id_token_ttl_seconds: z.number().int().min(60).max(86400).default(600),
-    refresh_token_ttl_seconds: z
-      .number()
-      .int()
-      .min(3600)
-      .max(365 * 86400)
-      .default(30 * 86400),
-    refresh_grace_seconds: z.number().int().min(0).max(60).default(5),
-    /**
-     * Rotations one refresh family may make in an hour; then 429 with Retry-After. Every rotation
-     * keeps a spent-token row for the family's life (reuse detection), so an unlimited loop would
-     * grow storage without bound. A client refreshing at each access-token expiry needs 6.
-     */
-    refresh_rotations_per_hour: z.number().int().min(6).max(3600).default(60),
-    /**
-     * How long an isolate may keep a client registration (and a CORS origin check) it read from D1,
-     * which saves a D1 read per authorize and token request. An admin change (a deleted client, a new
-     * secret, new redirect URIs) holds at once in the isolate that made it and in those op-mgmt
-     * reaches by its service bindings, and within this bound everywhere (docs/security.md). A new
-     * secret is also accepted at once everywhere (a cached client whose secret does not match is read
-     * again). 0 reads D1 every time.
-     */
-    client_cache_seconds: z.number().int().min(0).max(300).default(30),
-    /** A new signing key is in JWKS this long before it signs (longer than any JWKS cache). */
-    key_publish_lead_seconds: z
-      .number()
-      .int()
-      .min(0)
-      .max(7 * 86400)
-      .default(900),
-    /**
-     * Ids issued before they carried a MAC (a 43-character secret) are accepted until this time. Set
-     * it, to the upgrade plus the longest id lifetime (refresh_token_ttl_seconds), when upgrading a
-     * deployment that ran before; unset, they are refused like any made-up id.
-     */
-    legacy_ids_until: z.iso.datetime({ offset: true }).optional(),
-    /**
-     * How long an isolate keeps the shard generations appended through the admin API (issue 13)
-     * before it reads them from D1 again. A new generation is issued into only after this (plus a
-     * minute), so every isolate routes it first.
-     */
-    shard_config_cache_seconds: z.number().int().min(1).max(300).default(30),
-    /**
-     * The shard controller (op-mgmt's cron, issue 13): appends a generation with twice the shards when
-     * a store's busiest shard stays above `ceiling_per_shard` calls/s, or with half when every shard
-     * stays below `floor_per_shard`, for `runs` runs in a row, at most every `min_interval_minutes`,
-     * never above `max_shards`. Off by default: an operator turns it on after reading docs/sharding.md.
-     */
-    shard_controller: z
-      .object({
-        enabled: z.boolean().default(false),
-        ceiling_per_shard: z.number().positive().max(1000).default(300),
-        floor_per_shard: z.number().min(0).max(100).default(3),
-        runs: z.number().int().min(1).max(12).default(2),
-        min_interval_minutes: z.number().int().min(1).max(1440).default(30),
-        max_shards: z.number().int().min(1).max(1024).default(64),
-      })
-      .strict()
-      .default({
-        enabled: false,
-        ceiling_per_shard: 300,
-        floor_per_shard: 3,
-        runs: 2,
-        min_interval_minutes: 30,
-        max_shards: 64,
-      }),
-    /** Audit events older than this are deleted by op-mgmt's cron, in batches (docs/storage.md). */
-    audit_retention_days: z.number().int().min(1).max(3650).default(90),
-    /** The cron trigger rotates keys older than this. */
-    key_rotation_days: z.number().int().min(1).max(365).default(30),
-    /** Delivery attempts per one-time-code mail (the first included), retried by the MailOutbox alarm. */
-    mail_attempts: z.number().int().min(1).max(10).default(5),
-    /** The first retry's delay; each later one waits three times longer (10 s, 30 s, 90 s, ...). */
-    mail_retry_seconds: z.number().int().min(1).max(300).default(10),
-    /** How long the first attempt, in the Worker after the response, may take before the outbox takes over. */
-    mail_timeout_seconds: z.number().int().min(1).max(20).default(8),
-  })
+/** The policy's fields, before the cross-field checks (tenants.ts picks the ones a tenant may set). */
+export const policyFields = z.object({
+  otp_ttl_seconds: z.number().int().min(60).max(600).default(300),
+  otp_max_attempts: z.number().int().min(1).max(10).default(5),
+  /**
+   * Wrong codes per hour for one address from one source (an IPv4 address, an IPv6 /48); then that
+   * source is refused for the address until its hour ends. Per source, so one source cannot lock a
+   * person out (issue 15); the bound on guessing is the all-sources number and the consecutive cap.
+   */
+  email_failures_per_hour: z.number().int().min(1).max(100).default(10),
+  /** Wrong codes per hour for one address from every source together; then the address is locked. */
+  email_failures_per_hour_all_sources: z.number().int().min(1).max(100).default(30),
+  /**
+   * Wrong codes in a row for an address, across hours, before it is locked until a day after the
+   * last one (a success resets the count). NIST SP 800-63B §5.2.2 allows at most 100.
+   */
+  email_consecutive_failures: z.number().int().min(10).max(100).default(100),
+  resend_interval_seconds: z.number().int().min(10).max(600).default(60),
+  sends_per_email_per_hour: z.number().int().min(1).max(100).default(10),
+  /**
+   * Per-IP quotas a minute, per Cloudflare location (the Workers Rate Limiting binding); raised,
+   * never disabled, for load tests. The per-email limits above guard each address; these cap what
+   * one address (an office behind NAT, a test suite on one machine) can spread over many, so they
+   * sit well above one person's logins.
+   */
+  ip_generate_per_minute: z.number().int().min(1).max(1_000_000).default(100),
+  ip_verify_per_minute: z.number().int().min(1).max(1_000_000).default(200),
+  /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
+  max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
+  /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
+  body_deadline_seconds: z.number().int().min(1).max(60).default(10),
+  login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
+  /** RFC 8628: how long a device's request waits for a person (`expires_in`), and its first polling `interval`. */
+  device_code_ttl_seconds: z.number().int().min(60).max(1800).default(600),
+  device_poll_interval_seconds: z.number().int().min(1).max(60).default(5),
+  code_ttl_seconds: z.number().int().min(10).max(600).default(60),
+  session_ttl_seconds: z
+    .number()
+    .int()
+    .min(300)
+    .max(30 * 86400)
+    .default(86400),
+  access_token_ttl_seconds: z.number().int().min(60).max(86400).default(600),
+  /**
+   * How access tokens are signed. RS256, the default, is what RFC 9068 §2.1 has every resource server
+   * support; ES256 costs about a thirtieth of the CPU (docs/performance.md) for deployments whose
+   * resource servers verify it. Both keys are in JWKS either way. An ES256 signature is not
+   * deterministic, so a refresh retried within the grace window then gets equal claims, not equal bytes.
+   */
+  access_token_signing_alg: z.enum(["RS256", "ES256"]).default("RS256"),
+  id_token_ttl_seconds: z.number().int().min(60).max(86400).default(600),
+  refresh_token_ttl_seconds: z
+    .number()
+    .int()
+    .min(3600)
+    .max(365 * 86400)
+    .default(30 * 86400),
+  refresh_grace_seconds: z.number().int().min(0).max(60).default(5),
+  /**
+   * Rotations one refresh family may make in an hour; then 429 with Retry-After. Every rotation
+   * keeps a spent-token row for the family's life (reuse detection), so an unlimited loop would
+   * grow storage without bound. A client refreshing at each access-token expiry needs 6.
+   */
+  refresh_rotations_per_hour: z.number().int().min(6).max(3600).default(60),
+  /**
+   * How long an isolate may keep a client registration (and a CORS origin check) it read from D1,
+   * which saves a D1 read per authorize and token request. An admin change (a deleted client, a new
+   * secret, new redirect URIs) holds at once in the isolate that made it and in those op-mgmt
+   * reaches by its service bindings, and within this bound everywhere (docs/security.md). A new
+   * secret is also accepted at once everywhere (a cached client whose secret does not match is read
+   * again). 0 reads D1 every time.
+   */
+  client_cache_seconds: z.number().int().min(0).max(300).default(30),
+  /** A new signing key is in JWKS this long before it signs (longer than any JWKS cache). */
+  key_publish_lead_seconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(7 * 86400)
+    .default(900),
+  /**
+   * Ids issued before they carried a MAC (a 43-character secret) are accepted until this time. Set
+   * it, to the upgrade plus the longest id lifetime (refresh_token_ttl_seconds), when upgrading a
+   * deployment that ran before; unset, they are refused like any made-up id.
+   */
+  legacy_ids_until: z.iso.datetime({ offset: true }).optional(),
+  /**
+   * How long an isolate keeps the shard generations appended through the admin API (issue 13)
+   * before it reads them from D1 again. A new generation is issued into only after this (plus a
+   * minute), so every isolate routes it first.
+   */
+  shard_config_cache_seconds: z.number().int().min(1).max(300).default(30),
+  /**
+   * The shard controller (op-mgmt's cron, issue 13): appends a generation with twice the shards when
+   * a store's busiest shard stays above `ceiling_per_shard` calls/s, or with half when every shard
+   * stays below `floor_per_shard`, for `runs` runs in a row, at most every `min_interval_minutes`,
+   * never above `max_shards`. Off by default: an operator turns it on after reading docs/sharding.md.
+   */
+  shard_controller: z
+    .object({
+      enabled: z.boolean().default(false),
+      ceiling_per_shard: z.number().positive().max(1000).default(300),
+      floor_per_shard: z.number().min(0).max(100).default(3),
+      runs: z.number().int().min(1).max(12).default(2),
+      min_interval_minutes: z.number().int().min(1).max(1440).default(30),
+      max_shards: z.number().int().min(1).max(1024).default(64),
+    })
+    .strict()
+    .default({
+      enabled: false,
+      ceiling_per_shard: 300,
+      floor_per_shard: 3,
+      runs: 2,
+      min_interval_minutes: 30,
+      max_shards: 64,
+    }),
+  /** Audit events older than this are deleted by op-mgmt's cron, in batches (docs/storage.md). */
+  audit_retention_days: z.number().int().min(1).max(3650).default(90),
+  /** The cron trigger rotates keys older than this. */
+  key_rotation_days: z.number().int().min(1).max(365).default(30),
+  /** Delivery attempts per one-time-code mail (the first included), retried by the MailOutbox alarm. */
+  mail_attempts: z.number().int().min(1).max(10).default(5),
+  /** The first retry's delay; each later one waits three times longer (10 s, 30 s, 90 s, ...). */
+  mail_retry_seconds: z.number().int().min(1).max(300).default(10),
+  /** How long the first attempt, in the Worker after the response, may take before the outbox takes over. */
+  mail_timeout_seconds: z.number().int().min(1).max(20).default(8),
+  /**
+   * How long an isolate keeps a tenant's record (name, status, policy, mail) it read from D1. A
+   * change holds at once where op-mgmt reaches, within this bound everywhere (tenants.ts).
+   */
+  tenant_cache_seconds: z.number().int().min(1).max(300).default(30),
+});
+const policySchema = policyFields
   .strict()
   .refine((p) => p.email_failures_per_hour_all_sources >= p.email_failures_per_hour, {
     message: "email_failures_per_hour_all_sources must be at least email_failures_per_hour",
@@ -356,6 +362,17 @@ const envSchema = z
      * served to the admin at `/admin/v1/test-mailbox/{email}` instead of being sent. Only a reserved
      * domain (RFC 2606/6761: .test, .invalid, .example) can be one, so no real address is ever captured.
      */
+    /**
+     * Custom hosts served as a tenant (issue 23): `{"login.acme.com": "acme"}`. The operator routes the
+     * host to Keyway; on it the tenant's issuer is `https://login.acme.com`, and its `/t/<tenant>` paths
+     * on the main host answer 404 (one issuer per tenant).
+     */
+    TENANT_HOSTS: json(
+      z.record(
+        z.string().regex(/^[a-z0-9.-]{1,253}(:[0-9]{1,5})?$/, "a host name, lower-case, with an optional port"),
+        z.string().regex(/^[a-z0-9-]{2,40}$/, "a tenant id"),
+      ),
+    ).default({}),
     LOADTEST_EMAIL_DOMAIN: z
       .string()
       .regex(/^([a-z0-9-]+\.)+(test|invalid|example)$/, "must be a reserved domain under .test, .invalid or .example")
@@ -372,7 +389,19 @@ const envSchema = z
       ctx.addIssue({ code: "custom", path: ["ISSUER"], message: "production requires an https issuer" });
   });
 
-export type Config = z.infer<typeof envSchema> & { secureCookies: boolean };
+/**
+ * The configuration a request sees: the deployment's, as a tenant views it (tenants.ts tenantView
+ * sets the tenant's issuer, name, policy and mail; the `default` tenant is the deployment's own).
+ */
+export type Config = z.infer<typeof envSchema> & {
+  secureCookies: boolean;
+  /** The tenant this configuration is the view of (`default` for the deployment's own issuer). */
+  TENANT: string;
+  /** The path cookies are scoped to: `/`, or `/t/<tenant>` for a tenant served under a path. */
+  cookiePath: string;
+  /** A tenant's Reply-To for its mail, when it has one. */
+  MAIL_REPLY_TO?: string | undefined;
+};
 
 export class ConfigError extends Error {
   override name = "ConfigError";
@@ -385,7 +414,12 @@ export function loadConfig(env: object): Config {
   const hit = cache.get(env);
   if (hit) return hit;
   const data = parseVars(env, envSchema, "configuration");
-  const config = { ...data, secureCookies: data.ISSUER.startsWith("https://") };
+  const config: Config = {
+    ...data,
+    secureCookies: data.ISSUER.startsWith("https://"),
+    TENANT: "default",
+    cookiePath: "/",
+  };
   cache.set(env, config);
   return config;
 }

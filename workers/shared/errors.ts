@@ -28,6 +28,7 @@ export type OAuthErrorCode =
   | "conflict"
   | "unauthorized"
   | "forbidden"
+  | "tenant_disabled"
   | "payload_too_large"
   | "unsupported_media_type"
   | "server_error"
@@ -58,6 +59,8 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
+  // Issue 23: a disabled tenant's endpoints answer this and issue nothing.
+  tenant_disabled: 403,
   unauthorized: 401,
   forbidden: 403,
   payload_too_large: 413,

@@ -185,13 +185,20 @@ export function json(body: unknown, status = 200, headers: Record<string, string
 
 export const NO_STORE = { "Cache-Control": "no-store", Pragma: "no-cache" } as const;
 
-export function getCookie(req: Request, name: string): string | null {
+/**
+ * A cookie's value. A browser may send two of one name: a tenant's, scoped to its `/t/<tenant>` path,
+ * and the origin's (RFC 6265 §5.4 puts the longer path first); `accept` picks the first one that is
+ * this request's (an id that parses for its tenant).
+ */
+export function getCookie(req: Request, name: string, accept: (value: string) => boolean = () => true): string | null {
   const header = req.headers.get("cookie");
   if (!header) return null;
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");
     if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (part.slice(0, eq).trim() !== name) continue;
+    const value = part.slice(eq + 1).trim();
+    if (accept(value)) return value;
   }
   return null;
 }
@@ -199,22 +206,29 @@ export function getCookie(req: Request, name: string): string | null {
 export interface CookieOptions {
   secure: boolean;
   maxAge?: number;
+  /** `/` unless the tenant is served under a path (tenants.ts): then its `/t/<tenant>`. */
+  path?: string;
 }
 
-/** CONTRACT §2: `__Host-` prefix on https; HttpOnly, SameSite=Lax, Path=/, never a Domain. */
-export function cookieName(base: string, secure: boolean): string {
-  return secure ? `__Host-${base}` : base;
+/**
+ * CONTRACT §2: `__Host-` prefix on https; HttpOnly, SameSite=Lax, Path=/, never a Domain. A tenant
+ * served under `/t/<tenant>` scopes its cookies to that path, so one browser holds a session per
+ * tenant; `__Host-` requires Path=/, so there the prefix is `__Secure-` (still Secure, no Domain).
+ */
+export function cookieName(base: string, config: { secureCookies: boolean; cookiePath: string }): string {
+  if (!config.secureCookies) return base;
+  return config.cookiePath === "/" ? `__Host-${base}` : `__Secure-${base}`;
 }
 
 export function setCookie(name: string, value: string, opts: CookieOptions): string {
-  const parts = [`${name}=${value}`, "Path=/", "HttpOnly", "SameSite=Lax"];
+  const parts = [`${name}=${value}`, `Path=${opts.path ?? "/"}`, "HttpOnly", "SameSite=Lax"];
   if (opts.secure) parts.push("Secure");
   if (opts.maxAge !== undefined) parts.push(`Max-Age=${opts.maxAge}`);
   return parts.join("; ");
 }
 
-export function clearCookie(name: string, secure: boolean): string {
-  return setCookie(name, "", { secure, maxAge: 0 });
+export function clearCookie(name: string, secure: boolean, path = "/"): string {
+  return setCookie(name, "", { secure, maxAge: 0, path });
 }
 
 /** Headers for every HTML page: no framing (CSP frame-ancestors), no sniffing, no referrer leaks. */

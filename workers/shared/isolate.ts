@@ -4,6 +4,8 @@ import type { AppEnv } from "./app";
 import { forgetClient } from "./clients";
 import type { Env } from "./env";
 import { json, NO_STORE } from "./http";
+import { forgetKeyRing } from "./keys";
+import { forgetTenant } from "./tenants";
 
 /**
  * What one isolate of a Keyway Worker knows about itself and what op-mgmt may ask of it: its D1 query
@@ -47,6 +49,12 @@ export function mountIsolateRoutes(app: Hono<AppEnv>): void {
   app.get("/__keyway/counters", () => json(isolateCounters, 200, NO_STORE));
   app.post("/__keyway/forget-client/:id", (c) => {
     forgetClient(c.req.param("id") ?? "");
+    return new Response(null, { status: 204 });
+  });
+  app.post("/__keyway/forget-tenant/:id", (c) => {
+    const id = c.req.param("id") ?? "";
+    forgetTenant(id);
+    forgetKeyRing(id);
     return new Response(null, { status: 204 });
   });
 }

@@ -49,28 +49,45 @@ async function kidOf(jwk: JWK): Promise<string> {
 
 /** How often an isolate re-reads `signing_keys`; the publish lead must be longer. */
 const RING_TTL_MS = 60_000;
-let ring: { source: Config; until: number; value: Promise<KeyRing> } | undefined;
+/** Rings of the tenants this isolate served, least recently built first. */
+const rings = new Map<string, { source: object; until: number; value: Promise<KeyRing> }>();
+const MAX_RINGS = 2_000;
 
-/** The key ring, built once per isolate and refreshed each minute: importing a key costs far more than signing. */
-export function keyRing(env: Env, config: Config): Promise<KeyRing> {
+type KeyConfig = Pick<Config, "TENANT" | "SIGNING_KEY_RS256" | "SIGNING_KEY_ES256" | "KEY_ENCRYPTION_SECRET">;
+
+/**
+ * A tenant's key ring, built once per isolate and refreshed each minute: importing a key costs far
+ * more than signing. The `default` tenant's bootstrap keys come from the SIGNING_KEY_* secrets; every
+ * tenant's rotated keys (and all of another tenant's) are its rows of `signing_keys` (issue 23).
+ */
+export function keyRing(env: Env, config: KeyConfig): Promise<KeyRing> {
   const now = Date.now();
-  if (ring?.source === config && ring.until > now) return ring.value;
+  const hit = rings.get(config.TENANT);
+  // The source is the deployment's key material: a new deployment config (new secrets) rebuilds.
+  if (hit?.source === config.SIGNING_KEY_RS256 && hit.until > now) return hit.value;
   const value = buildRing(env, config, now);
-  const entry = { source: config, until: now + RING_TTL_MS, value };
+  const entry = { source: config.SIGNING_KEY_RS256 as object, until: now + RING_TTL_MS, value };
   value.catch(() => {
-    if (ring === entry) ring = undefined;
+    if (rings.get(config.TENANT) === entry) rings.delete(config.TENANT);
   });
-  ring = entry;
+  rings.delete(config.TENANT);
+  if (rings.size >= MAX_RINGS) rings.delete(rings.keys().next().value as string);
+  rings.set(config.TENANT, entry);
   return value;
 }
 
-/** Forces the next `keyRing` call to re-read D1 (after a rotation in this isolate). */
-export function forgetKeyRing(): void {
-  ring = undefined;
+/** Forces the next `keyRing` call to re-read D1 (after a rotation in this isolate); every tenant's without one. */
+export function forgetKeyRing(tenant?: string): void {
+  if (tenant === undefined) rings.clear();
+  else rings.delete(tenant);
 }
 
-async function buildRing(env: Env, config: Config, now: number): Promise<KeyRing> {
-  const { results: rows } = await env.DB.prepare("SELECT * FROM signing_keys").all<KeyRow>();
+const isDefault = (config: Pick<Config, "TENANT">) => config.TENANT === "default";
+
+async function buildRing(env: Env, config: KeyConfig, now: number): Promise<KeyRing> {
+  const { results: rows } = await env.DB.prepare("SELECT * FROM signing_keys WHERE tenant = ?")
+    .bind(config.TENANT)
+    .all<KeyRow>();
   const byKid = new Map(rows.map((r) => [r.kid, r]));
   const candidates: {
     kid: string;
@@ -81,7 +98,7 @@ async function buildRing(env: Env, config: Config, now: number): Promise<KeyRing
     publicJwk: JWK;
   }[] = [];
 
-  for (const alg of SIGNING_ALGS) {
+  for (const alg of isDefault(config) ? SIGNING_ALGS : []) {
     const jwk = (alg === "RS256" ? config.SIGNING_KEY_RS256 : config.SIGNING_KEY_ES256) as JWK;
     const kid = await kidOf(jwk);
     candidates.push({
@@ -148,7 +165,9 @@ export async function rotateSigningKeys(
   onlyIfOlderThanMs?: number,
 ): Promise<RotationResult> {
   const ringNow = await buildRing(env, config, now);
-  const { results: rows } = await env.DB.prepare("SELECT * FROM signing_keys").all<KeyRow>();
+  const { results: rows } = await env.DB.prepare("SELECT * FROM signing_keys WHERE tenant = ?")
+    .bind(config.TENANT)
+    .all<KeyRow>();
   const p = config.POLICY;
   const activatesAt = now + p.key_publish_lead_seconds * 1000;
   const retiresAt = activatesAt + Math.max(p.id_token_ttl_seconds, p.access_token_ttl_seconds) * 1000 + 60_000;
@@ -169,9 +188,10 @@ export async function rotateSigningKeys(
     const kid = await calculateJwkThumbprint(pub);
     statements.push(
       env.DB.prepare(
-        "INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk_sealed, created_at, activates_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO signing_keys (kid, tenant, alg, public_jwk, private_jwk_sealed, created_at, activates_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
       ).bind(
         kid,
+        config.TENANT,
         alg,
         JSON.stringify(pub),
         await seal(config.KEY_ENCRYPTION_SECRET, JSON.stringify(privateJwk)),
@@ -187,14 +207,45 @@ export async function rotateSigningKeys(
       // The replaced key's row (a bootstrap key gets one here) carries its retirement.
       statements.push(
         env.DB.prepare(
-          `INSERT INTO signing_keys (kid, alg, public_jwk, private_jwk_sealed, created_at, activates_at, retires_at)
-           VALUES (?, ?, ?, NULL, ?, 0, ?) ON CONFLICT(kid) DO UPDATE SET retires_at = excluded.retires_at`,
-        ).bind(current.kid, alg, JSON.stringify(currentJwk), now, retiresAt),
+          `INSERT INTO signing_keys (kid, tenant, alg, public_jwk, private_jwk_sealed, created_at, activates_at, retires_at)
+           VALUES (?, ?, ?, ?, NULL, ?, 0, ?) ON CONFLICT(kid) DO UPDATE SET retires_at = excluded.retires_at`,
+        ).bind(current.kid, config.TENANT, alg, JSON.stringify(currentJwk), now, retiresAt),
       );
       result.retiring.push({ kid: current.kid, alg, retires_at: new Date(retiresAt).toISOString() });
     }
   }
   if (statements.length) await env.DB.batch(statements);
-  forgetKeyRing();
+  forgetKeyRing(config.TENANT);
   return result;
+}
+
+/**
+ * A new tenant's first keys, one per algorithm, signing at once (no JWKS has cached the tenant yet):
+ * the statements that insert them, for the batch that creates the tenant, so a tenant never exists
+ * without keys.
+ */
+export async function firstKeyStatements(
+  env: Env,
+  config: Pick<Config, "KEY_ENCRYPTION_SECRET">,
+  tenant: string,
+  now: number,
+): Promise<D1PreparedStatement[]> {
+  return Promise.all(
+    SIGNING_ALGS.map(async (alg) => {
+      const pair = (await crypto.subtle.generateKey(GENERATE[alg], true, ["sign", "verify"])) as CryptoKeyPair;
+      const privateJwk = await exportJWK(pair.privateKey);
+      const pub = publicJwk(privateJwk);
+      return env.DB.prepare(
+        "INSERT INTO signing_keys (kid, tenant, alg, public_jwk, private_jwk_sealed, created_at, activates_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      ).bind(
+        await calculateJwkThumbprint(pub),
+        tenant,
+        alg,
+        JSON.stringify(pub),
+        await seal(config.KEY_ENCRYPTION_SECRET, JSON.stringify(privateJwk)),
+        now,
+        now,
+      );
+    }),
+  );
 }

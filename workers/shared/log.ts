@@ -8,6 +8,8 @@ import { AsyncLocalStorage } from "node:async_hooks";
  */
 interface RequestScope {
   requestId: string;
+  /** The path a tenant's endpoints are served under (`/t/<tenant>`), or "" (tenants.ts). */
+  pathBase?: string;
   /** Durable Object calls of this request, when it asked for a trace (never in production). */
   trace?: StoreCall[];
   /** Events (a call's start or end) recorded so far: their order tells calls in a row from calls at once. */
@@ -42,6 +44,17 @@ export function log(level: LogLevel, msg: string, fields: Record<string, unknown
 export function errorField(err: unknown, stack = false): string {
   if (err instanceof Error) return (stack && err.stack) || err.message;
   return String(err);
+}
+
+/** Sets where this request's tenant is served: the pages' own links start there. */
+export function setPathBase(base: string): void {
+  const scope = requestScope.getStore();
+  if (scope) scope.pathBase = base;
+}
+
+/** The path this request's pages link under: "" at the origin, `/t/<tenant>` for a tenant's path. */
+export function pathBase(): string {
+  return requestScope.getStore()?.pathBase ?? "";
 }
 
 /** Runs `fn` as the request `scope.requestId`: every `log` line inside carries it. */

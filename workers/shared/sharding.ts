@@ -127,16 +127,26 @@ export function shardAddress(ref: ShardRef): string {
   return `${j}${objectName(ref)}${hint}`;
 }
 
-const ID_RE = /^([a-z]+)_([a-z][a-z0-9]{1,7})_([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{44})$/;
+/**
+ * `<prefix>_[<tenant>~]<region>_<gen>_<shard>_<random><MAC>`: a tenant other than `default` is named
+ * in the id (issue 23), under the MAC; the default tenant's ids are as they were before tenants.
+ */
+const ID_RE =
+  /^([a-z]+)_(?:([a-z0-9-]{2,40})~)?([a-z][a-z0-9]{1,7})_([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{44})$/;
 /** Ids from before regions: no region part (the global region); 43 characters of secret before the MAC. */
-const UNPLACED_ID_RE = /^([a-z]+)_()([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{43,44})$/;
+const UNPLACED_ID_RE = /^([a-z]+)_()()([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-9_-]{43,44})$/;
 /** base64url of 16 bytes. */
 const HALF = 22;
 
 /** What issuing and parsing ids needs: the shard counts and the secret the MAC is keyed with. */
 export type IdCodec = Pick<Config, "SHARDS" | "REGIONS" | "OTP_HMAC_SECRET"> & {
   POLICY?: Pick<Config["POLICY"], "legacy_ids_until">;
+  /** The tenant ids are issued for and accepted from; `default` when absent. */
+  TENANT?: string;
 };
+
+const tenantPart = (codec: IdCodec) =>
+  codec.TENANT === undefined || codec.TENANT === "default" ? "" : `${codec.TENANT}~`;
 
 function idMac(codec: IdCodec, body: string): string {
   return base64url(createHmac("sha256", codec.OTP_HMAC_SECRET).update(`id:${body}`).digest().subarray(0, 16));
@@ -164,7 +174,7 @@ export function issueId(
   if (!/^[A-Za-z0-9_-]{22}$/.test(random)) throw new Error("an id seed is 22 base64url characters or more");
   const ref = "onto" in where ? where.onto : routeKey(codec, ID_STORE[kind], random, where.region);
   if (ref.store !== ID_STORE[kind]) throw new Error(`cannot place a ${kind} id in the ${ref.store} store`);
-  const body = `${ID_PREFIX[kind]}_${ref.place.region}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${random}`;
+  const body = `${ID_PREFIX[kind]}_${tenantPart(codec)}${ref.place.region}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${random}`;
   return { id: `${body}${idMac(codec, body)}`, ref };
 }
 
@@ -177,17 +187,19 @@ export function issueId(
  * out their time.
  */
 export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId | null {
-  if (typeof value !== "string" || value.length > 120) return null;
+  if (typeof value !== "string" || value.length > 170) return null;
   const m = ID_RE.exec(value) ?? UNPLACED_ID_RE.exec(value);
   if (!m || m[1] !== ID_PREFIX[kind]) return null;
+  // Another tenant's id is refused here, like a made-up one, before any storage call (issue 23).
+  if ((m[2] ? `${m[2]}~` : "") !== tenantPart(codec)) return null;
   const store = ID_STORE[kind];
-  const region = m[2] || GLOBAL_REGION;
-  const gen = Number.parseInt(m[3] as string, 36);
-  const shard = Number.parseInt(m[4] as string, 36);
+  const region = m[3] || GLOBAL_REGION;
+  const gen = Number.parseInt(m[4] as string, 36);
+  const shard = Number.parseInt(m[5] as string, 36);
   const place = placementOf(codec.REGIONS, region);
   const count = place ? shardsIn(codec.SHARDS, region)[store][gen] : undefined;
   if (!place || count === undefined || shard >= count) return null;
-  const secret = m[5] as string;
+  const secret = m[6] as string;
   if (secret.length === 2 * HALF) {
     const body = value.slice(0, value.length - HALF);
     if (!timingSafeEqualString(idMac(codec, body), secret.slice(HALF))) return null;

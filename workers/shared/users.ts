@@ -3,6 +3,8 @@ import type { Env } from "./env";
 
 export interface User {
   id: string;
+  /** The tenant the user belongs to (issue 23): an address is unique per tenant, never across. */
+  tenant: string;
   email: string;
   name: string | null;
   created_at: number;
@@ -13,26 +15,27 @@ export interface User {
 
 export const newUserId = () => `usr_${randomToken(16)}`;
 
-export async function findUserByEmail(env: Env, email: string): Promise<User | null> {
-  return env.DB.prepare("SELECT * FROM users WHERE email = ?").bind(email).first<User>();
+export async function findUserByEmail(env: Env, tenant: string, email: string): Promise<User | null> {
+  return env.DB.prepare("SELECT * FROM users WHERE tenant = ? AND email = ?").bind(tenant, email).first<User>();
 }
 
-export async function findUser(env: Env, id: string): Promise<User | null> {
-  return env.DB.prepare("SELECT * FROM users WHERE id = ?").bind(id).first<User>();
+/** A user of `tenant` by id; another tenant's user is not found. */
+export async function findUser(env: Env, tenant: string, id: string): Promise<User | null> {
+  return env.DB.prepare("SELECT * FROM users WHERE id = ? AND tenant = ?").bind(id, tenant).first<User>();
 }
 
 /**
  * Sign-up is sign-in: the first verified email creates its user. An existing user (the common case)
  * costs one read; only a first login writes.
  */
-export async function findOrCreateUser(env: Env, email: string, now: number): Promise<User> {
-  const existing = await findUserByEmail(env, email);
+export async function findOrCreateUser(env: Env, tenant: string, email: string, now: number): Promise<User> {
+  const existing = await findUserByEmail(env, tenant, email);
   if (existing) return existing;
   const created = await env.DB.prepare(
-    `INSERT INTO users (id, email, created_at, updated_at) VALUES (?, ?, ?, ?)
-     ON CONFLICT(email) DO UPDATE SET email = email RETURNING *`,
+    `INSERT INTO users (id, tenant, email, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT(tenant, email) DO UPDATE SET email = email RETURNING *`,
   )
-    .bind(newUserId(), email, now, now)
+    .bind(newUserId(), tenant, email, now, now)
     .first<User>();
   if (!created) throw new Error("user upsert returned no row");
   return created;

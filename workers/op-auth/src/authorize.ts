@@ -11,7 +11,6 @@ import { OAuthError } from "../../shared/errors";
 import {
   clearCookie,
   cookieName,
-  getCookie,
   isForm,
   json,
   NO_STORE,
@@ -20,14 +19,13 @@ import {
   readBodyText,
   setCookie,
 } from "../../shared/http";
-import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { authorizationResponseUrl } from "./authorization-response";
 import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";
 import { pageError, unreadable } from "./errors";
 import { emailStep } from "./login-page";
 import { beginLoginTx, openVerifiedLogin } from "./login-tx";
-import { type BrowserSession, currentSession, SESSION_COOKIE, sessionStillStands, TX_COOKIE } from "./sessions";
+import { type BrowserSession, currentSession, sessionCookie, sessionStillStands, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
 export async function authorize(c: Context<AppEnv>): Promise<Response> {
@@ -89,7 +87,7 @@ async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promis
   const ttl = config.POLICY.login_tx_ttl_seconds;
   const { prompts: _, login_hint: loginHint, ...carried } = request;
   const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"));
-  const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), id, {
+  const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,
     maxAge: ttl,
   });
@@ -107,7 +105,7 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   const now = Date.now();
   const login = await openVerifiedLogin(config, tx, now);
   if (!login) throw pageError("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
-  const sessionId = parseId(config, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
+  const sessionId = sessionCookie(config, c.req.raw);
   const sessionHash = sessionId ? await sha256(sessionId.id) : null;
   if (sessionHash === null || !timingSafeEqualString(sessionHash, login.sessionHash))
     throw pageError("Sign-in expired", "This sign-in was finished in another browser.");
@@ -128,10 +126,10 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
       "Sign-in expired",
       "This sign-in is no longer valid, or was already used. Start again from the application.",
     );
-  const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config.secureCookies), config.secureCookies) };
+  const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config), config.secureCookies, config.cookiePath) };
   // A login for a device's request (RFC 8628) goes back to the device page, now signed in.
   if (login.request.device_user_code)
-    return redirect(`/device?user_code=${encodeURIComponent(login.request.device_user_code)}`, clearTx);
+    return redirect(`${config.ISSUER}/device?user_code=${encodeURIComponent(login.request.device_user_code)}`, clearTx);
   return redirectWithCode(config, login.request, login.session, clearTx);
 }
 

@@ -8,6 +8,7 @@ import { OAuthError } from "../../shared/errors";
 import { cookieName, isForm, parseForm, readBodyText, setCookie } from "../../shared/http";
 import type { ShardRef } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
+import { tenantScoped } from "../../shared/tenants";
 import { pageError } from "./errors";
 import { sourceKeyOf, takeIpQuota } from "./ip-quota";
 import { deviceCodePage, deviceConsentPage, emailStep, messagePage } from "./login-page";
@@ -77,7 +78,7 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
     now,
     c.get("region"),
   );
-  const cookie = setCookie(cookieName(TX_COOKIE, config.secureCookies), id, {
+  const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,
     maxAge: config.POLICY.login_tx_ttl_seconds,
   });
@@ -107,7 +108,7 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
     throw pageError("Code expired", "That code is not valid any more. Start again on your device.");
   const approve = form.decision === "approve";
   const decided = await shard(c.env, "code", found.ref).decideDevice({
-    userCode,
+    userCode: tenantScoped(config, userCode),
     approvedBy: approve
       ? { sub: session.sub, email: session.email, sid: session.sid, auth_time: session.auth_time }
       : null,
@@ -143,7 +144,8 @@ async function findPending(c: Context<AppEnv>, userCode: string): Promise<{ view
   const source = await sourceKeyOf(c);
   let view: DeviceView = { status: "unknown" };
   for (const ref of deviceShardsToTry(c.get("config"), userCode, now)) {
-    view = await shard(c.env, "code", ref).findDevice(userCode, source, now);
+    // The store knows a code by its tenant too: another tenant's code is not found here (issue 23).
+    view = await shard(c.env, "code", ref).findDevice(tenantScoped(c.get("config"), userCode), source, now);
     if (view.status !== "unknown") return { view, ref };
   }
   return { view };

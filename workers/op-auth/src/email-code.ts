@@ -10,14 +10,14 @@ import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
 import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
 import { deliverOtp, otpMessage } from "../../shared/mail/index";
-import { issueId, parseId, routeKey, routeKeyIn, shardAddress } from "../../shared/sharding";
+import { issueId, routeKey, routeKeyIn, shardAddress } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { pageError } from "./errors";
 import { sourceKeyOf, takeIpQuota } from "./ip-quota";
 import { codeStep, emailStep } from "./login-page";
 import { type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
-import { SESSION_COOKIE, TX_COOKIE } from "./sessions";
+import { SESSION_COOKIE, sessionCookie, TX_COOKIE } from "./sessions";
 
 const OTP_DIGITS = 6;
 
@@ -50,9 +50,8 @@ async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
     throw new OAuthError("forbidden", "cross-origin request refused", { headers: NO_STORE });
   }
   const { body, form } = await readJsonOrForm(c.req.raw);
-  const cookie = getCookie(c.req.raw, cookieName(TX_COOKIE, config.secureCookies));
   const tx = await openLoginTx(config, body.tx, Date.now());
-  if (!tx || cookie !== tx.id.id) {
+  if (!tx || getCookie(c.req.raw, cookieName(TX_COOKIE, config), (v) => v === tx.id.id) === null) {
     const err = fail("invalid_request", "the login transaction is missing, unknown, expired or not this browser's");
     if (form) throw pageError("Sign-in expired", "Start again from the application.");
     throw err;
@@ -145,7 +144,7 @@ export const generateCode = loginPost("generate", async (c, post) => {
 
   // Invite-only: an unknown address gets a challenge no code can match and no mail, so the answer
   // (status, body, headers, and the limits that apply) is the same as for a known one.
-  const deliver = config.SIGNUP === "open" || (await findUserByEmail(c.env, email)) !== null;
+  const deliver = config.SIGNUP === "open" || (await findUserByEmail(c.env, config.TENANT, email)) !== null;
   const code = randomDigits(OTP_DIGITS);
   const mac = deliver ? await codeMacOf(config, emailKey, code) : `unmatchable:${randomToken(16)}`;
   const ip = c.req.header("cf-connecting-ip") ?? null;
@@ -155,7 +154,12 @@ export const generateCode = loginPost("generate", async (c, post) => {
       ? {
           sealed: await sealCapturedMail(config, message),
           sent: auditEvent(
-            { kind: "code_sent", emailKey, detail: { transport: config.MAIL_TRANSPORT, attempt: 1 } },
+            {
+              kind: "code_sent",
+              emailKey,
+              tenant: config.TENANT,
+              detail: { transport: config.MAIL_TRANSPORT, attempt: 1 },
+            },
             ip,
           ),
         }
@@ -224,7 +228,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   let userId = result.user?.id;
   if (!userId) {
     const row =
-      config.SIGNUP === "open" ? await findOrCreateUser(c.env, email, now) : await findUserByEmail(c.env, email);
+      config.SIGNUP === "open"
+        ? await findOrCreateUser(c.env, config.TENANT, email, now)
+        : await findUserByEmail(c.env, config.TENANT, email);
     if (!row) throw invalidCode();
     const known = { id: row.id };
     userId = known.id;
@@ -246,7 +252,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   endReplacedSession(c);
 
   const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(done)}`;
-  const cookie = setCookie(cookieName(SESSION_COOKIE, config.secureCookies), sessionId, {
+  const cookie = setCookie(cookieName(SESSION_COOKIE, config), sessionId, {
     secure: config.secureCookies,
     maxAge: ttl,
   });
@@ -258,7 +264,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
 /** The session cookie a browser brought to a new login is ended after the response. */
 function endReplacedSession(c: Context<AppEnv>): void {
   const config = c.get("config");
-  const old = parseId(config, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
+  const old = sessionCookie(config, c.req.raw);
   if (!old) return;
   c.executionCtx.waitUntil(
     sha256(old.id)

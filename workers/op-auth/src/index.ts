@@ -1,4 +1,6 @@
+import { workerFor } from "../../routes";
 import { createApp, methodNotAllowed } from "../../shared/app";
+import type { Env } from "../../shared/env";
 import { authorize } from "./authorize";
 import { devMailbox } from "./dev-mailbox";
 import { deviceDecision, devicePage } from "./device";
@@ -23,4 +25,16 @@ app.post("/device/decision", deviceDecision);
 app.all("/device/decision", () => methodNotAllowed("POST"));
 app.get("/__dev/mailbox/:email", devMailbox);
 
-export default app;
+/**
+ * In production op-auth's route takes every path of the issuer's host but op-token's (scripts/lib/
+ * routes.mjs), and a route cannot name a path's middle: a tenant's op-token paths (`/t/<tenant>/token`)
+ * arrive here and go to op-token over its service binding, unchanged. (Locally the gateway routes
+ * them by workerFor already.)
+ */
+export default {
+  fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
+    const path = new URL(req.url).pathname;
+    if (env.OP_TOKEN && path.startsWith("/t/") && workerFor(path) === "op-token") return env.OP_TOKEN.fetch(req);
+    return app.fetch(req, env, ctx);
+  },
+};

@@ -1,5 +1,6 @@
 import { randomToken } from "../../shared/crypto";
 import { escapeHtml, pageSecurityHeaders } from "../../shared/http";
+import { pathBase } from "../../shared/log";
 
 /**
  * Keyway's own pages: the two-step login form (email, then code) and error pages. Plain HTML forms,
@@ -27,9 +28,11 @@ button{margin-top:16px;width:100%;padding:11px;border:0;border-radius:8px;backgr
 
 export function page(o: PageOptions): Response {
   const nonce = randomToken(16);
+  // The forms post to Keyway's own paths, under the tenant's `/t/<tenant>` when it is served there.
+  const body = o.body.replaceAll('action="/', `action="${pathBase()}/`);
   const html = `<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1"><title>${escapeHtml(o.title)}</title>
-<style nonce="${nonce}">${STYLE}</style></head><body><main>${o.body}</main></body></html>`;
+<style nonce="${nonce}">${STYLE}</style></head><body><main>${body}</main></body></html>`;
   return new Response(html, { status: o.status ?? 200, headers: { ...pageSecurityHeaders(nonce), ...o.headers } });
 }
 

@@ -4,14 +4,13 @@ import type { AppEnv } from "../../shared/app";
 import { audit, loginRegion } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { sha256 } from "../../shared/crypto";
-import { clearCookie, cookieName, getCookie, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/http";
+import { clearCookie, cookieName, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/http";
 import { keyRing } from "../../shared/keys";
-import { parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { revokeInSidShard } from "../../shared/tokens";
 import { pageError, unreadable } from "./errors";
 import { confirmLogoutPage, messagePage } from "./login-page";
-import { SESSION_COOKIE } from "./sessions";
+import { SESSION_COOKIE, sessionCookie } from "./sessions";
 
 /**
  * RP-Initiated Logout 1.0, GET and POST (§2): ends the browser's session and revokes the tokens of
@@ -61,7 +60,7 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
 
   const sids = new Set<string>();
   if (hint?.sid) sids.add(hint.sid);
-  const sessionId = parseId(config, "session", getCookie(c.req.raw, cookieName(SESSION_COOKIE, config.secureCookies)));
+  const sessionId = sessionCookie(config, c.req.raw);
   if (sessionId) {
     const sid = await shard(c.env, "session", sessionId.ref).endSession(await sha256(sessionId.id));
     if (sid) sids.add(sid);
@@ -75,7 +74,7 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
     );
 
   const headers = {
-    "Set-Cookie": clearCookie(cookieName(SESSION_COOKIE, config.secureCookies), config.secureCookies),
+    "Set-Cookie": clearCookie(cookieName(SESSION_COOKIE, config), config.secureCookies, config.cookiePath),
     "Cache-Control": "no-store",
   };
   if (redirectTo) return new Response(null, { status: 302, headers: { Location: redirectTo, ...headers } });

@@ -3,7 +3,7 @@ import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
 import { cookieName, getCookie } from "../../shared/http";
-import { parseId } from "../../shared/sharding";
+import { type ParsedId, parseId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { isRevoked } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
@@ -16,10 +16,15 @@ export interface BrowserSession extends SessionInfo {
   hash: string;
 }
 
+/** The session id the request's cookie carries for this tenant, if one parses (before any storage call). */
+export function sessionCookie(config: Config, req: Request): ParsedId | null {
+  const value = getCookie(req, cookieName(SESSION_COOKIE, config), (v) => parseId(config, "session", v) !== null);
+  return parseId(config, "session", value);
+}
+
 /** The session named by the request's session cookie, if it is live. */
 export async function currentSession(env: Env, config: Config, req: Request): Promise<BrowserSession | null> {
-  const id = getCookie(req, cookieName(SESSION_COOKIE, config.secureCookies));
-  const parsed = parseId(config, "session", id);
+  const parsed = sessionCookie(config, req);
   if (!parsed) return null;
   const hash = await sha256(parsed.id);
   const info = await shard(env, "session", parsed.ref).session(hash, Date.now());
@@ -32,6 +37,9 @@ export async function currentSession(env: Env, config: Config, req: Request): Pr
  * cookie to delete the row (CONTRACT §3 logout; checklist E3).
  */
 export async function sessionStillStands(env: Env, config: Config, session: SessionInfo): Promise<boolean> {
-  const [user, revoked] = await Promise.all([findUser(env, session.sub), isRevoked(env, config, { sid: session.sid })]);
+  const [user, revoked] = await Promise.all([
+    findUser(env, config.TENANT, session.sub),
+    isRevoked(env, config, { sid: session.sid }),
+  ]);
   return !revoked && userStillValid(user, session.auth_time);
 }

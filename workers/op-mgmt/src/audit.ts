@@ -78,6 +78,9 @@ export async function listAudit(c: Context<AppEnv>): Promise<Response> {
     where.push("at < ?");
     binds.push(until);
   }
+  // A tenant's trail only: the platform's own paths read the default tenant's (issue 23).
+  where.unshift("tenant = ?");
+  binds.unshift(c.get("config").TENANT);
   const cursor = readCursor(q.cursor);
   if (cursor) {
     where.push("(at < ? OR (at = ? AND id < ?))");

@@ -113,7 +113,9 @@ export function publicClient(client: Client): Omit<Client, "secret_hash"> {
 }
 
 async function loadClient(c: Context<AppEnv>, id: string): Promise<Client> {
-  const row = await c.env.DB.prepare("SELECT * FROM clients WHERE client_id = ?").bind(id).first();
+  const row = await c.env.DB.prepare("SELECT * FROM clients WHERE client_id = ? AND tenant = ?")
+    .bind(id, c.get("config").TENANT)
+    .first();
   if (!row) throw new OAuthError("not_found", "no such client");
   return clientFromRow(row as never);
 }
@@ -127,12 +129,13 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
     ? undefined
     : `kws_${randomToken(32)}`;
   await c.env.DB.prepare(
-    `INSERT INTO clients (client_id, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
+    `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
+      c.get("config").TENANT,
       input.client_name,
       input.token_endpoint_auth_method,
       secret ? await hashClientSecret(secret) : null,
@@ -153,7 +156,11 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
 }
 
 export async function listClients(c: Context<AppEnv>): Promise<Response> {
-  const { results } = await c.env.DB.prepare("SELECT * FROM clients ORDER BY created_at, client_id LIMIT 1000").all();
+  const { results } = await c.env.DB.prepare(
+    "SELECT * FROM clients WHERE tenant = ? ORDER BY created_at, client_id LIMIT 1000",
+  )
+    .bind(c.get("config").TENANT)
+    .all();
   return json({ clients: results.map((r) => publicClient(clientFromRow(r as never))) });
 }
 
@@ -185,7 +192,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, updated_at = ?
-     WHERE client_id = ?`,
+     WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
       next.client_name,
@@ -199,6 +206,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       next.jwks ? JSON.stringify(next.jwks) : null,
       next.updated_at,
       id,
+      current.tenant,
     )
     .run();
   await forgetEverywhere(c, id);
@@ -207,7 +215,9 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
 
 export async function deleteClient(c: Context<AppEnv>): Promise<Response> {
   const id = c.req.param("id") ?? "";
-  const { meta } = await c.env.DB.prepare("DELETE FROM clients WHERE client_id = ?").bind(id).run();
+  const { meta } = await c.env.DB.prepare("DELETE FROM clients WHERE client_id = ? AND tenant = ?")
+    .bind(id, c.get("config").TENANT)
+    .run();
   if (!meta.changes) throw new OAuthError("not_found", "no such client");
   await forgetEverywhere(c, id);
   return new Response(null, { status: 204 });

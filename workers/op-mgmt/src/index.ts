@@ -1,25 +1,34 @@
-import { requireAdmin } from "../../shared/admin-auth";
 import { createApp } from "../../shared/app";
 import { loadConfig } from "../../shared/config";
 import type { Env } from "../../shared/env";
+import { OAuthError } from "../../shared/errors";
 import { log } from "../../shared/log";
 import { auditAdminChanges } from "./audit";
 import { scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
 import { ADMIN_ROUTES } from "./routes";
 import { CONTROLLER_CRON, runShardController } from "./shard-controller";
+import { requireAdminOrTenantKey, scopeToTenant } from "./tenants";
 
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
-export const app = createApp();
+export const app = createApp("admin");
 
 // Admin answers hold users, clients and keys: never kept by a cache on the way (RFC 9111 §5.2.2.5).
 app.use("/admin/*", async (c, next) => {
   await next();
   c.res.headers.set("Cache-Control", "no-store");
 });
-app.use("/admin/*", requireAdmin);
+app.use("/admin/*", requireAdminOrTenantKey);
+app.use("/admin/*", scopeToTenant);
 app.use("/admin/*", auditAdminChanges);
-for (const route of ADMIN_ROUTES) app[route.method](route.path, route.handler);
+for (const route of ADMIN_ROUTES)
+  app[route.method](route.path, (c, next) => {
+    // A platform route is not a tenant's (`/admin/v1/tenants/acme/shards` is 404), a scoped one only a tenant's.
+    const scoped = c.get("tenantRoute").via === "path";
+    if ((route.scope === "platform" && scoped) || (route.scope === "scoped" && !scoped))
+      throw new OAuthError("not_found", "no such endpoint");
+    return route.handler(c, next);
+  });
 
 export default {
   fetch: app.fetch,

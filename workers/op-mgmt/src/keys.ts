@@ -6,6 +6,7 @@ import type { Env } from "../../shared/env";
 import { json } from "../../shared/http";
 import { keyRing, rotateSigningKeys } from "../../shared/keys";
 import { log } from "../../shared/log";
+import { type TenantRow, tenantFromRow, tenantView } from "../../shared/tenants";
 
 /** `GET /admin/v1/keys`: the published keys and which one signs, per algorithm. */
 export async function listKeys(c: Context<AppEnv>): Promise<Response> {
@@ -23,10 +24,30 @@ export async function rotateKeys(c: Context<AppEnv>): Promise<Response> {
   return json(result);
 }
 
-/** The cron trigger: rotate keys older than `key_rotation_days`. */
+/** Tenants rotated per cron run at most: the rest are due at the next run (an hour later). */
+export const ROTATIONS_PER_RUN = 100;
+
+/**
+ * The cron trigger: rotate the keys older than `key_rotation_days`, the default tenant's and each
+ * active tenant's whose newest key is that old (issue 23: per tenant, by the same rotation).
+ */
 export async function scheduledRotation(env: Env, config: Config, now: number): Promise<void> {
-  const result = await rotateSigningKeys(env, config, now, config.POLICY.key_rotation_days * 86_400_000);
-  if (result.published.length) log("info", "signing keys rotated", { ...result });
-  if (result.published.length)
-    await recordAudit(env, config, { kind: "key_rotation", detail: { trigger: "cron", ...result } });
+  const olderThan = config.POLICY.key_rotation_days * 86_400_000;
+  await rotateTenantKeys(env, config, now, olderThan);
+  const { results } = await env.DB.prepare(
+    `SELECT t.* FROM tenants t WHERE t.status = 'active' AND
+       (SELECT MAX(k.created_at) FROM signing_keys k WHERE k.tenant = t.id AND k.private_jwk_sealed IS NOT NULL) < ?
+     ORDER BY t.id LIMIT ?`,
+  )
+    .bind(now - olderThan, ROTATIONS_PER_RUN)
+    .all<TenantRow>();
+  for (const row of results)
+    await rotateTenantKeys(env, tenantView(config, tenantFromRow(row), "path"), now, olderThan);
+}
+
+async function rotateTenantKeys(env: Env, config: Config, now: number, olderThan: number): Promise<void> {
+  const result = await rotateSigningKeys(env, config, now, olderThan);
+  if (!result.published.length) return;
+  log("info", "signing keys rotated", { tenant: config.TENANT, ...result });
+  await recordAudit(env, config, { kind: "key_rotation", detail: { trigger: "cron", ...result } });
 }

@@ -19,7 +19,12 @@ function jsonSchema(schema: z.ZodType): Record<string, unknown> {
  */
 export function openApiDocument(routes: readonly AdminRoute[], issuer: string): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const r of routes) {
+  // A tenant's routes are served at their own path (the default tenant's) and under each tenant's.
+  const served = routes.flatMap((r) => {
+    const underTenant = { ...r, path: `/admin/v1/tenants/:tenant${r.path.slice("/admin/v1".length)}` };
+    return r.scope === "tenant" ? [r, underTenant] : r.scope === "scoped" ? [underTenant] : [r];
+  });
+  for (const r of served) {
     const path = r.path.replace(/:([A-Za-z_]+)/g, "{$1}");
     const parameters = [
       ...[...r.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => ({
@@ -36,7 +41,10 @@ export function openApiDocument(routes: readonly AdminRoute[], issuer: string): 
       responses: {
         [status]: { description: r.status === 204 ? "Done, no body" : "Success (JSON)" },
         "400": { description: "Invalid request", content: { "application/json": { schema: ERROR } } },
-        "401": { description: "No or wrong admin token", content: { "application/json": { schema: ERROR } } },
+        "401": {
+          description: "No or wrong admin token (a tenant's admin key opens its own tenant's routes only)",
+          content: { "application/json": { schema: ERROR } },
+        },
         ...(r.path.includes(":")
           ? { "404": { description: "Not found", content: { "application/json": { schema: ERROR } } } }
           : {}),

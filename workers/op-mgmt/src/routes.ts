@@ -6,7 +6,20 @@ import { createClient, createSchema, deleteClient, getClient, listClients, patch
 import { listKeys, rotateKeys } from "./keys";
 import { openApiDocument } from "./openapi";
 import { appendGeneration, appendInput, listShards, planInput, planShardCounts } from "./shards";
-import { shardStats } from "./stats";
+import { stats } from "./stats";
+import {
+  adminKeyInput,
+  createAdminKey,
+  createTenant,
+  deleteTenant,
+  getTenant,
+  listAdminKeys,
+  listTenants,
+  patchTenant,
+  revokeAdminKey,
+  tenantInput,
+  tenantPatch,
+} from "./tenants";
 import { testMailbox } from "./test-mailbox";
 import {
   createUser,
@@ -38,9 +51,73 @@ export interface AdminRoute {
   query?: readonly string[];
   /** The success status, when it is not 200. */
   status?: 201 | 204;
+  /**
+   * Who the route is for (issue 23): `tenant` routes are served at their path (the default tenant's)
+   * and under `/admin/v1/tenants/{tenant}` for each tenant, where a tenant's admin key opens them;
+   * `platform` routes only at their path, to the platform token; `scoped` routes only under a tenant.
+   */
+  scope: "tenant" | "platform" | "scoped";
 }
 
 export const ADMIN_ROUTES: readonly AdminRoute[] = [
+  {
+    method: "post",
+    path: "/admin/v1/tenants",
+    summary: "Create a tenant: its own issuer, keys, clients, users and policy",
+    handler: createTenant,
+    body: tenantInput,
+    status: 201,
+    scope: "platform",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/tenants",
+    summary: "List tenants by id, `default` first",
+    handler: listTenants,
+    query: ["limit", "after"],
+    scope: "platform",
+  },
+  { method: "get", path: "/admin/v1/tenants/:tenant", summary: "Read a tenant", handler: getTenant, scope: "platform" },
+  {
+    method: "patch",
+    path: "/admin/v1/tenants/:tenant",
+    summary: "Rename, disable or enable a tenant, or change its policy, sign-up or mail",
+    handler: patchTenant,
+    body: tenantPatch,
+    scope: "platform",
+  },
+  {
+    method: "delete",
+    path: "/admin/v1/tenants/:tenant",
+    summary: "Delete a tenant: its users, clients and keys, and every grant it issued",
+    handler: deleteTenant,
+    status: 204,
+    scope: "platform",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/admin-keys",
+    summary: "Create an admin key for this tenant's routes only; shown once",
+    handler: createAdminKey,
+    body: adminKeyInput,
+    status: 201,
+    scope: "scoped",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/admin-keys",
+    summary: "List this tenant's admin keys",
+    handler: listAdminKeys,
+    scope: "scoped",
+  },
+  {
+    method: "delete",
+    path: "/admin/v1/admin-keys/:id",
+    summary: "Revoke an admin key",
+    handler: revokeAdminKey,
+    status: 204,
+    scope: "scoped",
+  },
   {
     method: "post",
     path: "/admin/v1/clients",
@@ -48,17 +125,26 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     handler: createClient,
     body: createSchema,
     status: 201,
+    scope: "tenant",
   },
-  { method: "get", path: "/admin/v1/clients", summary: "List clients", handler: listClients },
-  { method: "get", path: "/admin/v1/clients/:id", summary: "Read a client", handler: getClient },
+  { method: "get", path: "/admin/v1/clients", summary: "List clients", handler: listClients, scope: "tenant" },
+  { method: "get", path: "/admin/v1/clients/:id", summary: "Read a client", handler: getClient, scope: "tenant" },
   {
     method: "patch",
     path: "/admin/v1/clients/:id",
     summary: "Change a client's fields",
     handler: patchClient,
     body: patchSchema,
+    scope: "tenant",
   },
-  { method: "delete", path: "/admin/v1/clients/:id", summary: "Delete a client", handler: deleteClient, status: 204 },
+  {
+    method: "delete",
+    path: "/admin/v1/clients/:id",
+    summary: "Delete a client",
+    handler: deleteClient,
+    status: 204,
+    scope: "tenant",
+  },
   {
     method: "post",
     path: "/admin/v1/users",
@@ -66,6 +152,7 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     handler: createUser,
     body: userInput,
     status: 201,
+    scope: "tenant",
   },
   {
     method: "post",
@@ -73,6 +160,7 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     summary: "Import up to 1,000 users in one transaction",
     handler: importUsers,
     body: importInput,
+    scope: "tenant",
   },
   {
     method: "get",
@@ -80,14 +168,16 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     summary: "Find a user by email, or list users by id",
     handler: listUsers,
     query: ["email", "limit", "after"],
+    scope: "tenant",
   },
-  { method: "get", path: "/admin/v1/users/:id", summary: "Read a user", handler: getUser },
+  { method: "get", path: "/admin/v1/users/:id", summary: "Read a user", handler: getUser, scope: "tenant" },
   {
     method: "patch",
     path: "/admin/v1/users/:id",
     summary: "Change or clear a user's name",
     handler: patchUser,
     body: userPatch,
+    scope: "tenant",
   },
   {
     method: "delete",
@@ -95,12 +185,14 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     summary: "Delete a user; every session, code and token ends",
     handler: deleteUser,
     status: 204,
+    scope: "tenant",
   },
   {
     method: "post",
     path: "/admin/v1/users/:id/revoke",
     summary: "End every session, code and token of a user",
     handler: revokeUser,
+    scope: "tenant",
   },
   {
     method: "get",
@@ -108,14 +200,28 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     summary: "The audit trail, newest first",
     handler: listAudit,
     query: [...AUDIT_PARAMS],
+    scope: "tenant",
   },
-  { method: "get", path: "/admin/v1/keys", summary: "The signing keys and which one signs", handler: listKeys },
-  { method: "post", path: "/admin/v1/keys/rotate", summary: "Publish the next signing keys now", handler: rotateKeys },
+  {
+    method: "get",
+    path: "/admin/v1/keys",
+    summary: "The signing keys and which one signs",
+    handler: listKeys,
+    scope: "tenant",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/keys/rotate",
+    summary: "Publish the next signing keys now",
+    handler: rotateKeys,
+    scope: "tenant",
+  },
   {
     method: "get",
     path: "/admin/v1/shards",
     summary: "Each store's generations and shard counts",
     handler: listShards,
+    scope: "platform",
   },
   {
     method: "post",
@@ -124,6 +230,7 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     handler: appendGeneration,
     body: appendInput,
     status: 201,
+    scope: "platform",
   },
   {
     method: "post",
@@ -131,23 +238,28 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     summary: "Shard counts for the traffic given, with their reasoning",
     handler: planShardCounts,
     body: planInput,
+    scope: "platform",
   },
   {
     method: "get",
     path: "/admin/v1/stats",
-    summary: "Calls and rows written per shard, D1 queries per isolate",
-    handler: shardStats,
+    summary:
+      "Calls and rows written per shard, D1 queries per isolate; under a tenant, its users, clients, keys and sign-ins",
+    handler: stats,
+    scope: "tenant",
   },
   {
     method: "get",
     path: "/admin/v1/test-mailbox/:email",
     summary: "Codes mailed to a load-test address",
     handler: testMailbox,
+    scope: "tenant",
   },
   {
     method: "get",
     path: "/admin/v1/openapi.json",
     summary: "This document (OpenAPI 3.1)",
     handler: (c) => c.json(openApiDocument(ADMIN_ROUTES, c.get("config").ISSUER)),
+    scope: "platform",
   },
 ];

@@ -78,3 +78,35 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
     NO_STORE,
   );
 }
+
+/**
+ * `GET /admin/v1/tenants/{tenant}/stats`: what a tenant holds (users, clients, signing keys) and its
+ * sign-ins over the last 24 hours, from D1. The Durable Object shards are shared by every tenant, so
+ * their counters are the platform's (`GET /admin/v1/stats`).
+ */
+export async function tenantStats(c: Context<AppEnv>): Promise<Response> {
+  const tenant = c.get("config").TENANT;
+  const since = Date.now() - 86_400_000;
+  const [users, clients, keys, signIns] = await c.env.DB.batch<{ n: number }>([
+    c.env.DB.prepare("SELECT COUNT(*) AS n FROM users WHERE tenant = ?").bind(tenant),
+    c.env.DB.prepare("SELECT COUNT(*) AS n FROM clients WHERE tenant = ?").bind(tenant),
+    c.env.DB.prepare(
+      "SELECT COUNT(*) AS n FROM signing_keys WHERE tenant = ? AND (retires_at IS NULL OR retires_at > ?)",
+    ).bind(tenant, Date.now()),
+    c.env.DB.prepare("SELECT COUNT(*) AS n FROM audit_events WHERE tenant = ? AND at >= ? AND kind = 'sign_in'").bind(
+      tenant,
+      since,
+    ),
+  ]);
+  const n = (r: D1Result<{ n: number }> | undefined) => r?.results[0]?.n ?? 0;
+  return json(
+    { tenant, users: n(users), clients: n(clients), signing_keys: n(keys), sign_ins_24h: n(signIns) },
+    200,
+    NO_STORE,
+  );
+}
+
+/** The platform's shard counters at `/admin/v1/stats`; a tenant's own figures under its path. */
+export function stats(c: Context<AppEnv>): Promise<Response> {
+  return c.get("tenantRoute").via === "path" ? tenantStats(c) : shardStats(c);
+}

@@ -9,7 +9,7 @@ import { errorField, log } from "../../shared/log";
 import { keyShardsEverywhere, routeKey, shardAddress } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { revokeUserEverywhere } from "../../shared/tokens";
-import { findUser, newUserId, type User } from "../../shared/users";
+import { findUser, findUserByEmail, newUserId, type User } from "../../shared/users";
 import { body } from "./validation";
 
 const email = z.string().transform((v, ctx) => {
@@ -29,9 +29,9 @@ export async function createUser(c: Context<AppEnv>): Promise<Response> {
   const input = await body(c, userInput);
   const now = Date.now();
   const row = await c.env.DB.prepare(
-    "INSERT INTO users (id, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(email) DO NOTHING RETURNING *",
+    "INSERT INTO users (id, tenant, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(tenant, email) DO NOTHING RETURNING *",
   )
-    .bind(newUserId(), input.email, input.name ?? null, now, now)
+    .bind(newUserId(), c.get("config").TENANT, input.email, input.name ?? null, now, now)
     .first<User>();
   if (!row) throw new OAuthError("conflict", "a user with this email exists");
   await rememberInShards(c, [row], now);
@@ -44,10 +44,11 @@ export async function importUsers(c: Context<AppEnv>): Promise<Response> {
   const now = Date.now();
   const unique = new Map(input.users.map((u) => [u.email, u]));
   const stmt = c.env.DB.prepare(
-    "INSERT INTO users (id, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT(email) DO NOTHING RETURNING id, email",
+    "INSERT INTO users (id, tenant, email, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(tenant, email) DO NOTHING RETURNING id, email",
   );
+  const tenant = c.get("config").TENANT;
   const results = await c.env.DB.batch<{ id: string; email: string }>(
-    [...unique.values()].map((u) => stmt.bind(newUserId(), u.email, u.name ?? null, now, now)),
+    [...unique.values()].map((u) => stmt.bind(newUserId(), tenant, u.email, u.name ?? null, now, now)),
   );
   const rows = results.flatMap((r) => r.results);
   await rememberInShards(c, rows, now);
@@ -86,15 +87,17 @@ async function rememberInShards(c: Context<AppEnv>, users: { id: string; email: 
 }
 
 export async function getUser(c: Context<AppEnv>): Promise<Response> {
-  const user = await findUser(c.env, c.req.param("id") ?? "");
+  const user = await findUser(c.env, c.get("config").TENANT, c.req.param("id") ?? "");
   if (!user) throw new OAuthError("not_found", "no such user");
   return json(user);
 }
 
 export async function patchUser(c: Context<AppEnv>): Promise<Response> {
   const input = await body(c, userPatch);
-  const row = await c.env.DB.prepare("UPDATE users SET name = ?, updated_at = ? WHERE id = ? RETURNING *")
-    .bind(input.name, Date.now(), c.req.param("id") ?? "")
+  const row = await c.env.DB.prepare(
+    "UPDATE users SET name = ?, updated_at = ? WHERE id = ? AND tenant = ? RETURNING *",
+  )
+    .bind(input.name, Date.now(), c.req.param("id") ?? "", c.get("config").TENANT)
     .first<User>();
   if (!row) throw new OAuthError("not_found", "no such user");
   return json(row);
@@ -105,7 +108,7 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
   if (q !== undefined) {
     const e = normalizeEmail(q);
     if (!e) throw new OAuthError("invalid_request", "email is not a valid address");
-    const user = await c.env.DB.prepare("SELECT * FROM users WHERE email = ?").bind(e).first<User>();
+    const user = await findUserByEmail(c.env, c.get("config").TENANT, e);
     return json({ users: user ? [user] : [] });
   }
   const raw = c.req.query("limit");
@@ -114,8 +117,8 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
     throw new OAuthError("invalid_request", "limit must be a whole number from 1 to 1000");
   const after = c.req.query("after") ?? "";
-  const { results } = await c.env.DB.prepare("SELECT * FROM users WHERE id > ? ORDER BY id LIMIT ?")
-    .bind(after, limit)
+  const { results } = await c.env.DB.prepare("SELECT * FROM users WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?")
+    .bind(c.get("config").TENANT, after, limit)
     .all<User>();
   const last = results.at(-1);
   return json({ users: results, next: results.length === limit && last ? last.id : null });
@@ -130,8 +133,8 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
 export async function deleteUser(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   const userId = c.req.param("id") ?? "";
-  const row = await c.env.DB.prepare("DELETE FROM users WHERE id = ? RETURNING email")
-    .bind(userId)
+  const row = await c.env.DB.prepare("DELETE FROM users WHERE id = ? AND tenant = ? RETURNING email")
+    .bind(userId, config.TENANT)
     .first<{ email: string }>();
   if (!row) throw new OAuthError("not_found", "no such user");
   const emailKey = await auditEmailKey(config, row.email);
@@ -154,8 +157,10 @@ const REVOKE_SKEW_MARGIN_MS = 50;
 export async function revokeUser(c: Context<AppEnv>): Promise<Response> {
   const now = Date.now();
   const config = c.get("config");
-  const row = await c.env.DB.prepare("UPDATE users SET revoked_at = ?, updated_at = ? WHERE id = ? RETURNING *")
-    .bind(now, now, c.req.param("id") ?? "")
+  const row = await c.env.DB.prepare(
+    "UPDATE users SET revoked_at = ?, updated_at = ? WHERE id = ? AND tenant = ? RETURNING *",
+  )
+    .bind(now, now, c.req.param("id") ?? "", config.TENANT)
     .first<User>();
   if (!row) throw new OAuthError("not_found", "no such user");
   await revokeUserEverywhere(c.env, config, row.id, now);

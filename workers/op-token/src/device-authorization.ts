@@ -7,6 +7,7 @@ import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
 import { issueId } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
+import { tenantScoped } from "../../shared/tenants";
 import { corsClient } from "./cors";
 
 const OIDC_SCOPES = ["openid", "email", "profile", "offline_access"];
@@ -37,7 +38,7 @@ export async function deviceAuthorization(c: Context<AppEnv>): Promise<Response>
     const { id: deviceCode } = issueId(config, "device", { onto: ref });
     const stored = await shard(c.env, "code", ref).startDevice({
       deviceHash: await sha256(deviceCode),
-      userCode,
+      userCode: tenantScoped(config, userCode),
       clientId: client.client_id,
       scope,
       intervalMs: p.device_poll_interval_seconds * 1000,

@@ -53,7 +53,7 @@ async function accessToken(env: Env, config: Config, token: string): Promise<Kno
     return { type: "client_token", claims, active: !revoked && client !== null };
   }
   const { claims } = verified;
-  const [revoked, user] = await Promise.all([isRevoked(env, config, claims), findUser(env, claims.sub)]);
+  const [revoked, user] = await Promise.all([isRevoked(env, config, claims), findUser(env, config.TENANT, claims.sub)]);
   return { type: "access_token", claims, active: !revoked && userStillValid(user, claims.auth_time) };
 }
 
@@ -66,7 +66,7 @@ async function refreshToken(env: Env, config: Config, token: string): Promise<Kn
   if (!grant) return null;
   const [revoked, user] = await Promise.all([
     isRevoked(env, config, { sid: grant.sid, grant_id: grantId }),
-    findUser(env, grant.sub),
+    findUser(env, config.TENANT, grant.sub),
   ]);
   return {
     type: "refresh_token",

@@ -330,7 +330,7 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
   // Tokens die with their login: a revoked session or grant, or a revoked or deleted user.
   const [revoked, user] = await Promise.all([
     isRevoked(env, config, { sid: grant.sid, grant_id: grantId }),
-    findUser(env, grant.sub),
+    findUser(env, config.TENANT, grant.sub),
   ]);
   if (revoked || !userStillValid(user, grant.auth_time)) {
     await rotator.revokeFamily(familyHash);

@@ -21,7 +21,7 @@ export async function userinfo(c: Context<AppEnv>): Promise<Response> {
   const claims = await requireLiveAccessToken(c.env, config, token);
   const client = await findClient(c.env, config, claims.client_id);
   if (client) corsClient(c, client);
-  const user = await findUser(c.env, claims.sub);
+  const user = await findUser(c.env, config.TENANT, claims.sub);
   if (!userStillValid(user, claims.auth_time))
     throw new OAuthError("invalid_token", "the user no longer exists or was signed out", {
       wwwAuthenticate: 'Bearer error="invalid_token"',

@@ -40,6 +40,7 @@ export class HttpTransport implements Mailer {
           subject: mail.subject,
           text: mail.text,
           html: mail.html,
+          ...(mail.replyTo ? { reply_to: mail.replyTo } : {}),
           headers: { "Auto-Submitted": "auto-generated", "X-Auto-Response-Suppress": "All" },
         }),
         ...(opts.signal ? { signal: opts.signal } : {}),

@@ -17,6 +17,10 @@ export function otpMessage(config: Config, to: string, code: string, now: number
     expiresAt: now + ttl * 1000,
     issuerName: config.ISSUER_NAME,
     issuer: config.ISSUER,
+    // A tenant's mail settings are in its view of the config (tenants.ts); the default's are the transport's.
+    ...(config.TENANT !== "default"
+      ? { from: config.MAIL_FROM, fromName: config.MAIL_FROM_NAME, replyTo: config.MAIL_REPLY_TO }
+      : {}),
   };
 }
 
@@ -36,7 +40,10 @@ export async function deliverOtp(
   const id = randomToken(16);
   const auditShard = auditShardName(config, m.region, m.emailKey);
   const event = (kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) =>
-    auditEvent({ kind, emailKey: m.emailKey, detail: { transport: config.MAIL_TRANSPORT, ...detail } }, m.ip ?? null);
+    auditEvent(
+      { kind, emailKey: m.emailKey, tenant: config.TENANT, detail: { transport: config.MAIL_TRANSPORT, ...detail } },
+      m.ip ?? null,
+    );
   const expiresAt = message.expiresAt ?? Date.now() + message.expiresInSeconds * 1000;
   const p = config.POLICY;
   let failure: MailError | null;
@@ -61,6 +68,10 @@ export async function deliverOtp(
       ttl_seconds: message.expiresInSeconds,
       issuer_name: config.ISSUER_NAME,
       issuer: config.ISSUER,
+      ...(message.from ? { from: message.from } : {}),
+      ...(message.fromName ? { from_name: message.fromName } : {}),
+      ...(message.replyTo ? { reply_to: message.replyTo } : {}),
+      ...(config.TENANT !== "default" ? { tenant: config.TENANT } : {}),
     };
     await outboxFor(env, outboxShardName(config, m.region, m.emailKey)).enqueue({
       key: m.emailKey,

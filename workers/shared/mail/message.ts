@@ -10,6 +10,10 @@ export interface OtpMessage {
   expiresAt?: number;
   issuerName: string;
   issuer: string;
+  /** A tenant's own sender, display name and Reply-To (issue 23); the transport's settings otherwise. */
+  from?: string | undefined;
+  fromName?: string | undefined;
+  replyTo?: string | undefined;
 }
 
 export interface RenderedMail {
@@ -17,6 +21,7 @@ export interface RenderedMail {
   from: string;
   /** The display name for From (header-safe). */
   fromName: string;
+  replyTo?: string | undefined;
   subject: string;
   text: string;
   html: string;
@@ -101,8 +106,9 @@ export function renderOtpMail(settings: MailSettings, m: OtpMessage): RenderedMa
 </div></body></html>`;
   return {
     to: m.to,
-    from: settings.MAIL_FROM,
-    fromName: headerSafe(settings.MAIL_FROM_NAME ?? issuerName, 100),
+    from: m.from ?? settings.MAIL_FROM,
+    fromName: headerSafe(m.fromName ?? settings.MAIL_FROM_NAME ?? issuerName, 100),
+    ...(m.replyTo ? { replyTo: m.replyTo } : {}),
     subject: headerSafe(subject, 200),
     text,
     html,

@@ -10,6 +10,7 @@ export function buildMime(mail: RenderedMail, opts: { messageId: string; date: D
   const headers = [
     `From: ${displayName(mail.fromName)} <${mail.from}>`,
     `To: <${mail.to}>`,
+    ...(mail.replyTo ? [`Reply-To: <${mail.replyTo}>`] : []),
     `Subject: ${encodeWord(headerSafe(mail.subject))}`,
     `Date: ${opts.date.toUTCString().replace("GMT", "+0000")}`,
     `Message-ID: <${opts.messageId}@${domainOf(mail.from)}>`,

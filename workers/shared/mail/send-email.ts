@@ -20,6 +20,7 @@ export class SendEmailTransport implements Mailer {
         subject: mail.subject,
         text: mail.text,
         html: mail.html,
+        ...(mail.replyTo ? { replyTo: mail.replyTo } : {}),
         headers: { "Auto-Submitted": "auto-generated", "X-Auto-Response-Suppress": "All" },
       });
     } catch (err) {

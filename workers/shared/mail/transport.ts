@@ -39,6 +39,11 @@ export interface SealedOtp {
   ttl_seconds: number;
   issuer_name: string;
   issuer: string;
+  /** The tenant's sender overrides and id (issue 23), when it is not the default tenant. */
+  from?: string;
+  from_name?: string;
+  reply_to?: string;
+  tenant?: string;
 }
 
 /** One attempt, abandoned after `timeoutMs`. Resolves to null on success, else the failure. */

@@ -1,0 +1,306 @@
+import type { Context, Next } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "../../shared/app";
+import { randomToken, sha256, timingSafeEqualString } from "../../shared/crypto";
+import { OAuthError } from "../../shared/errors";
+import { json } from "../../shared/http";
+import { askPeers } from "../../shared/isolate";
+import { firstKeyStatements, forgetKeyRing } from "../../shared/keys";
+import {
+  DEFAULT_TENANT,
+  forgetTenant,
+  issuerOf,
+  TENANT_ID,
+  type Tenant,
+  type TenantRow,
+  tenantFromRow,
+  tenantMailSchema,
+  tenantPolicySchema,
+  tenantSettingsSchema,
+  tenantView,
+} from "../../shared/tenants";
+import { body } from "./validation";
+
+/**
+ * The tenants of the admin API (issue 23, CONTRACT §8): create, read, list, change, disable and
+ * delete them, and their tenant-scoped admin keys. The `default` tenant is the deployment's own
+ * issuer: it is listed and read here, and configured by the deployment's variables.
+ */
+
+const tenantId = z
+  .string()
+  .regex(TENANT_ID, "2 to 40 lower-case letters, digits and hyphens")
+  .refine((id) => id !== DEFAULT_TENANT, "`default` is the deployment's own tenant");
+
+export const tenantInput = z
+  .object({
+    id: tenantId,
+    name: z.string().trim().min(1).max(100),
+    policy: tenantPolicySchema.optional(),
+    signup: z.enum(["open", "invite"]).optional(),
+    mail: tenantMailSchema.optional(),
+  })
+  .strict();
+
+export const tenantPatch = z
+  .object({
+    name: z.string().trim().min(1).max(100).optional(),
+    /** `disabled`: every endpoint of the tenant answers 403 `tenant_disabled` and issues nothing. */
+    status: z.enum(["active", "disabled"]).optional(),
+    /** Replaces the tenant's policy overrides (`{}` clears them). */
+    policy: tenantPolicySchema.optional(),
+    signup: z.enum(["open", "invite"]).optional(),
+    /** Replaces the tenant's mail settings. */
+    mail: tenantMailSchema.optional(),
+  })
+  .strict();
+
+/** What the admin API shows of a tenant. */
+function publicTenant(c: Context<AppEnv>, t: Tenant) {
+  const issuer = issuerOf(c.get("config"), t.id);
+  return {
+    id: t.id,
+    name: t.name,
+    status: t.status,
+    issuer,
+    discovery: `${issuer}/.well-known/openid-configuration`,
+    policy: t.settings.policy,
+    signup: t.settings.signup,
+    mail: t.settings.mail,
+    created_at: t.created_at,
+    updated_at: t.updated_at,
+  };
+}
+
+/** The default tenant as the deployment configures it. */
+function defaultTenant(c: Context<AppEnv>) {
+  const config = c.get("config");
+  return {
+    id: DEFAULT_TENANT,
+    name: config.ISSUER_NAME,
+    status: "active" as const,
+    issuer: config.ISSUER,
+    discovery: `${config.ISSUER}/.well-known/openid-configuration`,
+    policy: {},
+    signup: config.SIGNUP,
+    mail: { from: config.MAIL_FROM, ...(config.MAIL_FROM_NAME ? { from_name: config.MAIL_FROM_NAME } : {}) },
+    created_at: null,
+    updated_at: null,
+  };
+}
+
+const DEFAULT_IS_CONFIG =
+  "the default tenant is configured by the deployment's variables (ISSUER_NAME, POLICY, SIGNUP, MAIL_*)";
+
+async function readTenant(c: Context<AppEnv>, id: string): Promise<Tenant> {
+  const row = TENANT_ID.test(id)
+    ? await c.env.DB.prepare("SELECT * FROM tenants WHERE id = ? AND status != 'deleted'").bind(id).first<TenantRow>()
+    : null;
+  if (!row) throw new OAuthError("not_found", "no such tenant");
+  return tenantFromRow(row);
+}
+
+/** `POST /admin/v1/tenants`: the tenant, with its first signing keys, in one D1 batch. */
+export async function createTenant(c: Context<AppEnv>): Promise<Response> {
+  const input = await body(c, tenantInput);
+  const config = c.get("config");
+  const now = Date.now();
+  const settings = tenantSettingsSchema.parse({ policy: input.policy, signup: input.signup, mail: input.mail });
+  // The id is never reused: a deleted tenant's row stays as a tombstone, so its ids stay refused. The
+  // row and the first keys are one batch (one transaction): a conflict leaves no key behind.
+  const exists = await c.env.DB.prepare("SELECT status FROM tenants WHERE id = ?")
+    .bind(input.id)
+    .first<{ status: string }>();
+  if (exists)
+    throw new OAuthError(
+      "conflict",
+      exists.status === "deleted" ? "a deleted tenant's id is not reused" : "a tenant with this id exists",
+    );
+  try {
+    await c.env.DB.batch([
+      c.env.DB.prepare(
+        "INSERT INTO tenants (id, name, status, settings, created_at, updated_at) VALUES (?, ?, 'active', ?, ?, ?)",
+      ).bind(input.id, input.name, JSON.stringify(settings), now, now),
+      ...(await firstKeyStatements(c.env, config, input.id, now)),
+    ]);
+  } catch (err) {
+    if (err instanceof Error && /UNIQUE constraint/i.test(err.message))
+      throw new OAuthError("conflict", "a tenant with this id exists");
+    throw err;
+  }
+  forgetTenant(input.id);
+  return json(publicTenant(c, await readTenant(c, input.id)), 201);
+}
+
+/** `GET /admin/v1/tenants`: by id, `default` first, then pages of `limit` after `after`. */
+export async function listTenants(c: Context<AppEnv>): Promise<Response> {
+  const raw = c.req.query("limit");
+  const limit = raw === undefined ? 100 : Number(raw);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+    throw new OAuthError("invalid_request", "limit must be a whole number from 1 to 1000");
+  const after = c.req.query("after") ?? "";
+  const { results } = await c.env.DB.prepare(
+    "SELECT * FROM tenants WHERE status != 'deleted' AND id > ? ORDER BY id LIMIT ?",
+  )
+    .bind(after, limit)
+    .all<TenantRow>();
+  const tenants = results.map((r) => publicTenant(c, tenantFromRow(r)));
+  const last = results.at(-1);
+  return json({
+    tenants: after === "" ? [defaultTenant(c), ...tenants] : tenants,
+    next: results.length === limit && last ? last.id : null,
+  });
+}
+
+export async function getTenant(c: Context<AppEnv>): Promise<Response> {
+  const id = c.req.param("tenant") ?? "";
+  if (id === DEFAULT_TENANT) return json(defaultTenant(c));
+  return json(publicTenant(c, await readTenant(c, id)));
+}
+
+/** `PATCH /admin/v1/tenants/{id}`: name, status, policy, sign-up, mail; held at once where op-mgmt reaches. */
+export async function patchTenant(c: Context<AppEnv>): Promise<Response> {
+  const id = c.req.param("tenant") ?? "";
+  if (id === DEFAULT_TENANT) throw new OAuthError("invalid_request", DEFAULT_IS_CONFIG);
+  const patch = await body(c, tenantPatch);
+  const current = await readTenant(c, id);
+  const settings = tenantSettingsSchema.parse({
+    policy: patch.policy ?? current.settings.policy,
+    signup: patch.signup ?? current.settings.signup,
+    mail: patch.mail ?? current.settings.mail,
+  });
+  await c.env.DB.prepare(
+    "UPDATE tenants SET name = ?, status = ?, settings = ?, updated_at = ? WHERE id = ? AND status != 'deleted'",
+  )
+    .bind(patch.name ?? current.name, patch.status ?? current.status, JSON.stringify(settings), Date.now(), id)
+    .run();
+  await forgetTenantEverywhere(c, id);
+  return json(publicTenant(c, await readTenant(c, id)));
+}
+
+/** Rows deleted per statement when a tenant goes: each statement stays well inside D1's time limit. */
+const DELETE_BATCH = 5_000;
+
+/**
+ * `DELETE /admin/v1/tenants/{id}`: the tenant becomes a tombstone first (from then on every one of its
+ * endpoints is 404 and every id, code, session, refresh token and access token it issued is refused:
+ * ids name their tenant, tokens are signed with its keys), then its users, clients, keys and admin
+ * keys are deleted in batches. What its logins left in the shared Durable Objects expires there by
+ * alarm, unreachable. Its id is never given to another tenant.
+ */
+export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
+  const id = c.req.param("tenant") ?? "";
+  if (id === DEFAULT_TENANT) throw new OAuthError("invalid_request", DEFAULT_IS_CONFIG);
+  await readTenant(c, id);
+  await c.env.DB.prepare("UPDATE tenants SET status = 'deleted', settings = '{}', updated_at = ? WHERE id = ?")
+    .bind(Date.now(), id)
+    .run();
+  await forgetTenantEverywhere(c, id);
+  for (const table of ["users", "clients", "signing_keys", "admin_keys"] as const) {
+    const key = table === "clients" ? "client_id" : table === "signing_keys" ? "kid" : "id";
+    for (;;) {
+      const { meta } = await c.env.DB.prepare(
+        `DELETE FROM ${table} WHERE ${key} IN (SELECT ${key} FROM ${table} WHERE tenant = ? LIMIT ?)`,
+      )
+        .bind(id, DELETE_BATCH)
+        .run();
+      if (meta.changes < DELETE_BATCH) break;
+    }
+  }
+  return new Response(null, { status: 204 });
+}
+
+/** A tenant changed: forgotten here (record and keys) and by the op-auth and op-token isolates op-mgmt reaches. */
+async function forgetTenantEverywhere(c: Context<AppEnv>, id: string): Promise<void> {
+  forgetTenant(id);
+  forgetKeyRing(id);
+  await askPeers(c.env, c.get("config").ADMIN_TOKEN, "POST", `/__keyway/forget-tenant/${encodeURIComponent(id)}`);
+}
+
+// ---- Tenant-scoped admin keys.
+
+const KEY_PREFIX = "kwa_";
+const hashKey = (key: string) => sha256(`admin-key:${key}`);
+
+export const adminKeyInput = z.object({ name: z.string().trim().min(1).max(100) }).strict();
+
+/** The tenant a scoped route is for; a scoped route reached by the platform's own paths is 404. */
+function scopedTenant(c: Context<AppEnv>): string {
+  const route = c.get("tenantRoute");
+  if (route.via !== "path") throw new OAuthError("not_found", "no such endpoint");
+  return route.tenant;
+}
+
+/** `POST /admin/v1/tenants/{id}/admin-keys`: a key that opens that tenant's routes only; shown once. */
+export async function createAdminKey(c: Context<AppEnv>): Promise<Response> {
+  const tenant = scopedTenant(c);
+  const input = await body(c, adminKeyInput);
+  const key = `${KEY_PREFIX}${randomToken(32)}`;
+  const id = `kak_${randomToken(12)}`;
+  const now = Date.now();
+  await c.env.DB.prepare("INSERT INTO admin_keys (id, tenant, name, key_hash, created_at) VALUES (?, ?, ?, ?, ?)")
+    .bind(id, tenant, input.name, await hashKey(key), now)
+    .run();
+  return json({ id, tenant, name: input.name, key, created_at: now }, 201, { "Cache-Control": "no-store" });
+}
+
+export async function listAdminKeys(c: Context<AppEnv>): Promise<Response> {
+  const tenant = scopedTenant(c);
+  const { results } = await c.env.DB.prepare(
+    "SELECT id, tenant, name, created_at, revoked_at FROM admin_keys WHERE tenant = ? ORDER BY id LIMIT 1000",
+  )
+    .bind(tenant)
+    .all();
+  return json({ admin_keys: results });
+}
+
+/** `DELETE /admin/v1/tenants/{id}/admin-keys/{key_id}`: revoked at once (keys are checked in D1 on every call). */
+export async function revokeAdminKey(c: Context<AppEnv>): Promise<Response> {
+  const tenant = scopedTenant(c);
+  const { meta } = await c.env.DB.prepare(
+    "UPDATE admin_keys SET revoked_at = ? WHERE id = ? AND tenant = ? AND revoked_at IS NULL",
+  )
+    .bind(Date.now(), c.req.param("id") ?? "", tenant)
+    .run();
+  if (!meta.changes) throw new OAuthError("not_found", "no such admin key");
+  return new Response(null, { status: 204 });
+}
+
+// ---- Who may call: the platform token everywhere, a tenant's admin key on its tenant's routes only.
+
+const unauthorized = () =>
+  new OAuthError("unauthorized", "a valid admin token is required", {
+    wwwAuthenticate: 'Bearer realm="keyway-admin"',
+  });
+
+/**
+ * Middleware for `/admin/*`: `Authorization: Bearer <ADMIN_TOKEN>` (CONTRACT §5), or a tenant's admin
+ * key on `/admin/v1/tenants/<that tenant>/...` (CONTRACT §8), else 401. A key is looked up by its hash
+ * in D1 on every call (admin traffic is light), so a revoked key stops at once everywhere.
+ */
+export async function requireAdminOrTenantKey(c: Context<AppEnv>, next: Next): Promise<void> {
+  const m = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "");
+  const presented = m?.[1] ?? "";
+  if (m && timingSafeEqualString(presented, c.get("config").ADMIN_TOKEN)) return next();
+  const route = c.get("tenantRoute");
+  if (!presented.startsWith(KEY_PREFIX) || presented.length > 100 || route.via !== "path") throw unauthorized();
+  const row = await c.env.DB.prepare("SELECT tenant FROM admin_keys WHERE key_hash = ? AND revoked_at IS NULL")
+    .bind(await hashKey(presented))
+    .first<{ tenant: string }>();
+  if (!row || row.tenant !== route.tenant) throw unauthorized();
+  return next();
+}
+
+/**
+ * Middleware for the tenant-scoped routes: the config as the tenant sees it (its issuer, policy,
+ * `TENANT`, which every handler's D1 query and store key is scoped by). A disabled tenant is still
+ * managed here; a deleted or unknown one is 404.
+ */
+export async function scopeToTenant(c: Context<AppEnv>, next: Next): Promise<void> {
+  const route = c.get("tenantRoute");
+  if (route.via !== "path" || route.tenant === DEFAULT_TENANT) return next();
+  // Read fresh (admin traffic is light): a tenant deleted through another isolate is gone here too.
+  const tenant = await readTenant(c, route.tenant);
+  c.set("config", tenantView(c.get("config"), tenant, "path"));
+  return next();
+}

@@ -1,0 +1,260 @@
+import { z } from "zod";
+import { type Config, policyFields } from "./config";
+import type { Env } from "./env";
+import { OAuthError, unavailable } from "./errors";
+import { errorField, log } from "./log";
+
+/**
+ * Tenants (issue 23, CONTRACT §8): many issuers in one deployment. A tenant is a hard boundary: its
+ * own issuer (`<origin>/t/<id>`, or a custom host mapped to it by TENANT_HOSTS), discovery, keys,
+ * clients, users, policy and mail settings. The deployment's own issuer is the `default` tenant,
+ * configured by its variables as before; every other tenant is a row of D1 `tenants`.
+ *
+ * A request's tenant becomes part of its configuration: `tenantView` gives the request the config
+ * as the tenant sees it (issuer, name, policy, sign-up, mail, `TENANT`), so every id, sealed value,
+ * email key, D1 query and key ring made from that config is the tenant's. Durable Object shards are
+ * shared by all tenants: ids and keys name their tenant under their MAC, so nothing is stored per
+ * tenant in a Durable Object until the tenant has traffic, and an idle tenant costs one D1 row and
+ * its key rows.
+ */
+
+export const DEFAULT_TENANT = "default";
+export const TENANT_ID = /^[a-z0-9-]{2,40}$/;
+
+/** The policy numbers a tenant may set; the rest (capacity, caches, crons) are the deployment's. */
+export const tenantPolicySchema = policyFields
+  .pick({
+    otp_ttl_seconds: true,
+    otp_max_attempts: true,
+    email_failures_per_hour: true,
+    email_failures_per_hour_all_sources: true,
+    email_consecutive_failures: true,
+    resend_interval_seconds: true,
+    sends_per_email_per_hour: true,
+    login_tx_ttl_seconds: true,
+    device_code_ttl_seconds: true,
+    device_poll_interval_seconds: true,
+    code_ttl_seconds: true,
+    session_ttl_seconds: true,
+    access_token_ttl_seconds: true,
+    access_token_signing_alg: true,
+    id_token_ttl_seconds: true,
+    refresh_token_ttl_seconds: true,
+  })
+  // Without the defaults: what a tenant does not set follows the deployment's POLICY.
+  .partial()
+  .strict();
+
+export const tenantMailSchema = z
+  .object({
+    /** The sender address; the deployment's MAIL_FROM when unset. */
+    from: z.email().max(254).optional(),
+    /** The display name in From; the product name when unset. */
+    from_name: z.string().min(1).max(100).optional(),
+    reply_to: z.email().max(254).optional(),
+  })
+  .strict();
+
+/** What a tenant's `settings` column holds. */
+export const tenantSettingsSchema = z
+  .object({
+    policy: tenantPolicySchema.default({}),
+    /** Sign-up open (the first verified address creates its user) or by invitation (admin-created users only). */
+    signup: z.enum(["open", "invite"]).default("open"),
+    mail: tenantMailSchema.default({}),
+  })
+  .strict();
+export type TenantSettings = z.infer<typeof tenantSettingsSchema>;
+
+export type TenantStatus = "active" | "disabled" | "deleted";
+
+export interface Tenant {
+  id: string;
+  name: string;
+  status: TenantStatus;
+  settings: TenantSettings;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface TenantRow {
+  id: string;
+  name: string;
+  status: TenantStatus;
+  settings: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export function tenantFromRow(row: TenantRow): Tenant {
+  const parsed = tenantSettingsSchema.safeParse(JSON.parse(row.settings));
+  // Settings are validated when written; a row that no longer parses (a field removed since) keeps its
+  // tenant working on the deployment's defaults rather than failing every request.
+  if (!parsed.success) log("error", "tenant settings do not parse; deployment defaults apply", { tenant: row.id });
+  return { ...row, settings: parsed.success ? parsed.data : tenantSettingsSchema.parse({}) };
+}
+
+/** Where a request's tenant came from: the origin's own paths, a `/t/<id>` prefix, or a custom host. */
+export interface TenantRoute {
+  tenant: string;
+  via: "origin" | "path" | "host";
+  /** The path with any `/t/<id>` prefix removed: what the Worker routes on. */
+  path: string;
+}
+
+const TENANT_PATH = /^\/t\/([^/]*)(\/.*)?$/;
+
+/** The path part of a URL string, without parsing the whole URL (routing runs on every request). */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("://") + 3);
+  if (start < 0) return "/";
+  const q = url.indexOf("?", start);
+  const h = url.indexOf("#", start);
+  const end = Math.min(q < 0 ? url.length : q, h < 0 ? url.length : h);
+  return url.slice(start, end);
+}
+
+function hostOf(url: string): string {
+  const start = url.indexOf("://") + 3;
+  const end = url.indexOf("/", start);
+  return url.slice(start, end < 0 ? undefined : end).toLowerCase();
+}
+
+/**
+ * A request's tenant by its URL: a host TENANT_HOSTS maps, else `/t/<id>/...`, else the origin's own
+ * (`default`). A `/t/` segment that is not a tenant id routes as an unknown tenant (404 later), never
+ * as the default's path.
+ */
+export function tenantRouteOf(url: string, hosts: Readonly<Record<string, string>>): TenantRoute {
+  const path = pathOf(url);
+  const mapped = hosts[hostOf(url)];
+  if (mapped !== undefined) return { tenant: mapped, via: "host", path };
+  const m = TENANT_PATH.exec(path);
+  if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
+  return { tenant: m[1] as string, via: "path", path: m[2] ?? "/" };
+}
+
+/**
+ * The admin API's tenant: `/admin/v1/tenants/<id>/<resource...>` is the resource route of that
+ * tenant (`/admin/v1/<resource...>` for the Worker's router); every other admin path is the
+ * platform's own, and its resource routes are the `default` tenant's.
+ */
+const ADMIN_TENANT_PATH = /^\/admin\/v1\/tenants\/([^/]+)(\/.+)$/;
+export function adminTenantRouteOf(url: string): TenantRoute {
+  const path = pathOf(url);
+  const m = ADMIN_TENANT_PATH.exec(path);
+  if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
+  return { tenant: m[1] as string, via: "path", path: `/admin/v1${m[2]}` };
+}
+
+/** The issuer of a tenant: the deployment's for `default`, its custom host, or `<origin>/t/<id>`. */
+export function issuerOf(config: Pick<Config, "ISSUER" | "TENANT_HOSTS">, tenant: string): string {
+  if (tenant === DEFAULT_TENANT) return config.ISSUER;
+  const host = hostedAt(config, tenant);
+  if (host) return `${new URL(config.ISSUER).protocol}//${host}`;
+  return `${config.ISSUER}/t/${tenant}`;
+}
+
+/** The custom host a tenant is served at, if TENANT_HOSTS maps one to it. */
+export function hostedAt(config: Pick<Config, "TENANT_HOSTS">, tenant: string): string | undefined {
+  for (const [host, t] of Object.entries(config.TENANT_HOSTS)) if (t === tenant) return host;
+  return undefined;
+}
+
+// ---- The isolate's cache of tenant records (never one D1 read per request).
+
+const records = new Map<string, { tenant: Tenant | null; until: number }>();
+const MAX_CACHED = 20_000;
+
+/** A tenant's record, from this isolate's cache or D1 (null for one that does not exist). */
+export async function loadTenant(env: Env, config: Config, id: string, now = Date.now()): Promise<Tenant | null> {
+  if (!TENANT_ID.test(id)) return null;
+  const hit = records.get(id);
+  if (hit && hit.until > now) return hit.tenant;
+  let tenant: Tenant | null;
+  try {
+    const row = await env.DB.prepare("SELECT * FROM tenants WHERE id = ?").bind(id).first<TenantRow>();
+    tenant = row ? tenantFromRow(row) : null;
+  } catch (err) {
+    // A known tenant keeps being served from what was known while D1 cannot answer; an unknown one waits.
+    log("warn", "tenant record could not be read", { tenant: id, error: errorField(err) });
+    if (hit) {
+      records.set(id, { tenant: hit.tenant, until: now + 5_000 });
+      return hit.tenant;
+    }
+    throw unavailable(1);
+  }
+  if (records.size >= MAX_CACHED) records.clear();
+  records.set(id, { tenant, until: now + config.POLICY.tenant_cache_seconds * 1000 });
+  return tenant;
+}
+
+/** Forgets a cached tenant (after an admin change in this isolate, or when op-mgmt asks). */
+export function forgetTenant(id: string): void {
+  records.delete(id);
+}
+
+// ---- The configuration as a tenant sees it.
+
+const views = new WeakMap<Config, Map<string, { tenant: Tenant; view: Config }>>();
+
+/**
+ * The config as `tenant` sees it: its issuer, its name as the product name (pages, mail), its policy
+ * over the deployment's, its sign-up mode and mail settings, and `TENANT`. Kept per deployment config
+ * and tenant record, so a request builds nothing when neither changed (the key ring and caches keyed
+ * by the view stay warm).
+ */
+export function tenantView(base: Config, tenant: Tenant, via: TenantRoute["via"]): Config {
+  let byTenant = views.get(base);
+  if (!byTenant) {
+    byTenant = new Map();
+    views.set(base, byTenant);
+  }
+  const hit = byTenant.get(tenant.id);
+  if (hit && hit.tenant === tenant) return hit.view;
+  const s = tenant.settings;
+  const policy = { ...base.POLICY, ...s.policy };
+  if (policy.email_failures_per_hour_all_sources < policy.email_failures_per_hour)
+    policy.email_failures_per_hour_all_sources = policy.email_failures_per_hour;
+  const view: Config = {
+    ...base,
+    TENANT: tenant.id,
+    ISSUER: issuerOf(base, tenant.id),
+    ISSUER_NAME: tenant.name,
+    POLICY: policy,
+    SIGNUP: s.signup,
+    MAIL_FROM: s.mail.from ?? base.MAIL_FROM,
+    MAIL_FROM_NAME: s.mail.from_name ?? tenant.name,
+    MAIL_REPLY_TO: s.mail.reply_to,
+    cookiePath: via === "path" ? `/t/${tenant.id}` : "/",
+  };
+  if (byTenant.size >= MAX_CACHED) byTenant.clear();
+  byTenant.set(tenant.id, { tenant, view });
+  return view;
+}
+
+/**
+ * The config a request to a tenant's endpoints runs with, or the error it gets: 404 for a tenant that
+ * does not exist (or was deleted), or one mapped to a custom host reached by its path; 403
+ * `tenant_disabled` for a disabled one (it issues nothing and answers nothing but that).
+ */
+export async function configForRequest(env: Env, base: Config, route: TenantRoute): Promise<Config> {
+  if (route.via === "origin") return base;
+  if (route.tenant === DEFAULT_TENANT && route.via === "path")
+    throw new OAuthError("not_found", "the default tenant is served at the origin's own paths");
+  if (route.via === "path" && hostedAt(base, route.tenant))
+    throw new OAuthError("not_found", `tenant ${route.tenant} is served at its own host`);
+  const tenant = route.tenant === DEFAULT_TENANT ? null : await loadTenant(env, base, route.tenant);
+  if (route.tenant === DEFAULT_TENANT) return base;
+  if (!tenant || tenant.status === "deleted") throw new OAuthError("not_found", "no such tenant");
+  if (tenant.status === "disabled") throw new OAuthError("tenant_disabled", `tenant ${tenant.id} is disabled`);
+  return tenantView(base, tenant, route.via);
+}
+
+/**
+ * Keys that hold per address or per user code, per tenant: the default tenant's are what they were
+ * before tenants (state written then keeps its meaning), another tenant's are prefixed by its id.
+ */
+export function tenantScoped(config: Pick<Config, "TENANT">, key: string): string {
+  return config.TENANT === DEFAULT_TENANT ? key : `${config.TENANT}:${key}`;
+}
