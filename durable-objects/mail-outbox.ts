@@ -123,7 +123,12 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
   async #retry(
     item: OutboxItem,
     now: number,
-    note: (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>, tenant?: string) => void,
+    note: (
+      item: OutboxItem,
+      kind: "code_sent" | "mail_failed",
+      detail: Record<string, unknown>,
+      tenant?: string,
+    ) => void,
   ): Promise<void> {
     const n = item.attempts + 1;
     const drop = () => this.sql.exec("DELETE FROM outbox WHERE key = ? AND id = ?", item.key, item.id);
@@ -175,7 +180,12 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
     now: number,
     error: string,
     permanent: boolean,
-    note: (item: OutboxItem, kind: "code_sent" | "mail_failed", detail: Record<string, unknown>, tenant?: string) => void,
+    note: (
+      item: OutboxItem,
+      kind: "code_sent" | "mail_failed",
+      detail: Record<string, unknown>,
+      tenant?: string,
+    ) => void,
     transport?: string,
     tenant?: string,
   ): void {

@@ -89,7 +89,8 @@ async function signInAtDevicePage(browser: Browser, typed: string, email: string
   const back = await browser.fetch(redirect_to);
   expect(back.status).toBe(302);
   const location = back.headers.get("location") as string;
-  expect(location).toMatch(/^\/device\?user_code=[A-Z]{8}$/);
+  // Absolute, under the issuer: a tenant's device page is under its own path (issue 23).
+  expect(location).toMatch(new RegExp(`^${ISSUER}/device\\?user_code=[A-Z]{8}$`));
   const consent = await browser.fetch(location);
   expect(consent.status).toBe(200);
   return consent.text();

@@ -89,6 +89,7 @@ async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promis
   const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"));
   const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,
+    path: config.cookiePath,
     maxAge: ttl,
   });
   if ((c.req.header("accept") ?? "").includes("application/json"))

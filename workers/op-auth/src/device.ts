@@ -80,6 +80,7 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
   );
   const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,
+    path: config.cookiePath,
     maxAge: config.POLICY.login_tx_ttl_seconds,
   });
   return emailStep({ issuerName: config.ISSUER_NAME, tx, headers: { "Set-Cookie": cookie } });

@@ -254,6 +254,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(done)}`;
   const cookie = setCookie(cookieName(SESSION_COOKIE, config), sessionId, {
     secure: config.secureCookies,
+    path: config.cookiePath,
     maxAge: ttl,
   });
   if (post.form)
