@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   admin,
+  authorizeQuery,
   Browser,
   call,
   fullLogin,
@@ -14,6 +15,7 @@ import {
   uniqueEmail,
   withVars,
 } from "../support/harness";
+import { createTenant, registerTenantClient } from "../tenants/support";
 
 /**
  * The cost of a login, from the counters an operator sees: `GET /admin/v1/stats` counts every call
@@ -56,8 +58,11 @@ async function measure(step: () => Promise<unknown>) {
   };
 }
 
-/** The five steps of CONTRACT §2 as k6/full-login.js makes them, each measured on its own. */
-async function measuredLogin(e: TestEnv, client: TestClient, email: string) {
+/**
+ * The five steps of CONTRACT §2 as k6/full-login.js makes them, each measured on its own, at the
+ * origin's endpoints or a tenant's (`base` = `/t/<tenant>`).
+ */
+async function measuredLogin(e: TestEnv, client: TestClient, email: string, base = "") {
   const browser = new Browser({ env: e });
   const { verifier, challenge } = await pkce();
   let tx = "";
@@ -66,17 +71,23 @@ async function measuredLogin(e: TestEnv, client: TestClient, email: string) {
   let authCode = "";
   const steps = {
     AuthorizeInit: await measure(async () => {
-      tx = await browser.startLogin(client, challenge);
+      const res = await browser.fetch(`${base}/authorize?${authorizeQuery(client, challenge)}`, {
+        headers: { Accept: "application/json" },
+      });
+      expect(res.status, await res.clone().text()).toBe(200);
+      tx = ((await res.json()) as { tx: string }).tx;
     }),
     EmailCodeGenerate: await measure(async () => {
-      expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+      const res = await browser.postJson(`${base}/email-code/generate`, { tx, email });
+      expect(res.status, await res.clone().text()).toBe(200);
     }),
     // Reading the captured mail stands in for a person reading it: not a step of the login.
     mailboxRead: await measure(async () => {
-      code = await latestCode(email, e);
+      const res = await call(`${base}/__dev/mailbox/${encodeURIComponent(email)}`, {}, e);
+      code = ((await res.json()) as { messages: { code: string }[] }).messages[0]?.code as string;
     }),
     EmailCodeVerify: await measure(async () => {
-      const res = await browser.postJson("/email-code/verify", { tx, email, code });
+      const res = await browser.postJson(`${base}/email-code/verify`, { tx, email, code });
       expect(res.status).toBe(200);
       redirectTo = ((await res.json()) as { redirect_to: string }).redirect_to;
     }),
@@ -86,7 +97,21 @@ async function measuredLogin(e: TestEnv, client: TestClient, email: string) {
       authCode = new URL(res.headers.get("location") as string).searchParams.get("code") as string;
     }),
     Token: await measure(async () => {
-      const res = await redeem(client, authCode, verifier, {}, e);
+      const res = await call(
+        `${base}/token`,
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({
+            grant_type: "authorization_code",
+            code: authCode,
+            redirect_uri: client.redirect_uris[0] as string,
+            code_verifier: verifier,
+            client_id: client.client_id,
+          }),
+        },
+        e,
+      );
       expect(res.status, await res.clone().text()).toBe(200);
       expect(((await res.json()) as { refresh_token?: string }).refresh_token).toBeTruthy();
     }),
@@ -136,6 +161,28 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     // Rows as SQLite counts them (indexes included), the alarm's later sweeps not yet: a regression guard.
     expect(rows).toBeLessThanOrEqual(26);
     expect(mailboxRead).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+  });
+
+  it("a returning user's login at a tenant that is not `default`: the same 6 calls and no D1 query (issue 23)", async () => {
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const tenant = await createTenant({}, e);
+    const client = await registerTenantClient(tenant.id, { token_endpoint_auth_method: "none" }, e);
+    const email = uniqueEmail("tenant-budget");
+    const at = pinClock();
+    // The first login creates the user; the tenant's record, keys and client are now in the isolate's cache.
+    await measuredLogin(e, client, email, `/t/${tenant.id}`);
+    at(11_000);
+    const { mailboxRead, ...login } = await measuredLogin(e, client, email, `/t/${tenant.id}`);
+    const calls = Object.values(login).reduce((a, s) => a + s.calls, 0);
+    const d1 = Object.values(login).reduce((a, s) => a + s.d1, 0);
+    expect(login.AuthorizeInit).toMatchObject({ calls: 0, d1: 0 });
+    expect(login.EmailCodeGenerate).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
+    expect(login.Token).toMatchObject({ calls: 3, byStore: { revocation: 1, refresh: 1, code: 1 }, d1: 0 });
+    expect(calls).toBe(6);
+    expect(d1).toBe(0);
+    expect(mailboxRead.calls).toBe(1);
   });
 
   it("a first login reads and writes D1 for its user, once, and remembers it in the email's shard", async () => {

@@ -21,28 +21,40 @@ import { errorField, log } from "./log";
 export const DEFAULT_TENANT = "default";
 export const TENANT_ID = /^[a-z0-9-]{2,40}$/;
 
-/** The policy numbers a tenant may set; the rest (capacity, caches, crons) are the deployment's. */
-export const tenantPolicySchema = policyFields
-  .pick({
-    otp_ttl_seconds: true,
-    otp_max_attempts: true,
-    email_failures_per_hour: true,
-    email_failures_per_hour_all_sources: true,
-    email_consecutive_failures: true,
-    resend_interval_seconds: true,
-    sends_per_email_per_hour: true,
-    login_tx_ttl_seconds: true,
-    device_code_ttl_seconds: true,
-    device_poll_interval_seconds: true,
-    code_ttl_seconds: true,
-    session_ttl_seconds: true,
-    access_token_ttl_seconds: true,
-    access_token_signing_alg: true,
-    id_token_ttl_seconds: true,
-    refresh_token_ttl_seconds: true,
-  })
-  // Without the defaults: what a tenant does not set follows the deployment's POLICY.
-  .partial()
+const TENANT_POLICY_KEYS = [
+  "otp_ttl_seconds",
+  "otp_max_attempts",
+  "email_failures_per_hour",
+  "email_failures_per_hour_all_sources",
+  "email_consecutive_failures",
+  "resend_interval_seconds",
+  "sends_per_email_per_hour",
+  "login_tx_ttl_seconds",
+  "device_code_ttl_seconds",
+  "device_poll_interval_seconds",
+  "code_ttl_seconds",
+  "session_ttl_seconds",
+  "access_token_ttl_seconds",
+  "access_token_signing_alg",
+  "id_token_ttl_seconds",
+  "refresh_token_ttl_seconds",
+] as const;
+type TenantPolicyKey = (typeof TENANT_POLICY_KEYS)[number];
+
+/**
+ * The policy numbers a tenant may set, with the deployment's bounds; the rest (capacity, caches,
+ * crons) are the deployment's. No defaults: what a tenant does not set follows the deployment's
+ * POLICY (zod 4 would otherwise fill an absent optional field with its default).
+ */
+export const tenantPolicySchema = z
+  .object(
+    Object.fromEntries(
+      TENANT_POLICY_KEYS.map((k) => {
+        const field = policyFields.shape[k];
+        return [k, (field instanceof z.ZodDefault ? field.unwrap() : field).optional()];
+      }),
+    ) as unknown as { [K in TenantPolicyKey]: z.ZodOptional<z.ZodType<z.output<(typeof policyFields.shape)[K]>>> },
+  )
   .strict();
 
 export const tenantMailSchema = z
