@@ -1,6 +1,6 @@
 import * as oauth from "oauth4webapi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support.js";
+import { createE2ETenant, type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support.js";
 
 /**
  * End to end over real HTTP with a second RP library that no one here wrote (oauth4webapi 3, the
@@ -126,5 +126,61 @@ describe("oauth4webapi against the npm start runtime", () => {
     expect(await introspect(refreshed.refresh_token as string)).toEqual({ active: false });
     // Revoking the refresh token ends its grant's access tokens too (Keyway's choice, RFC 7009 §2.1 allows it).
     expect(await introspect(refreshed.access_token)).toEqual({ active: false });
+  });
+
+  it("logs in to two tenants through their own discovery; one tenant's token is refused by the other (issue 23)", async () => {
+    const email = `e2e.o4w.tenants.${Date.now().toString(36)}@example.com`;
+    const sessions: { as: oauth.AuthorizationServer; client: oauth.Client; accessToken: string; sub: string }[] = [];
+    for (const tag of ["initech", "umbrella"]) {
+      const tenant = await createE2ETenant(stack, tag);
+      const redirectUri = `${stack.url}/e2e/${tag}/callback`;
+      const registered = await registerE2EClient(
+        stack,
+        {
+          client_name: `oauth4webapi ${tag}`,
+          redirect_uris: [redirectUri],
+          token_endpoint_auth_method: "client_secret_post",
+          scope: "openid email",
+        },
+        tenant.id,
+      );
+      const issuer = new URL(tenant.issuer);
+      const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, insecure));
+      expect(as.issuer).toBe(tenant.issuer);
+      const client: oauth.Client = { client_id: registered.client_id };
+      const auth = oauth.ClientSecretPost(registered.client_secret as string);
+      const codeVerifier = oauth.generateRandomCodeVerifier();
+      const nonce = oauth.generateRandomNonce();
+      const authorizationUrl = new URL(as.authorization_endpoint as string);
+      for (const [k, v] of Object.entries({
+        client_id: client.client_id,
+        redirect_uri: redirectUri,
+        response_type: "code",
+        scope: "openid email",
+        code_challenge: await oauth.calculatePKCECodeChallenge(codeVerifier),
+        code_challenge_method: "S256",
+        nonce,
+      }))
+        authorizationUrl.searchParams.set(k, v);
+      const callbackUrl = await signInWithEmailCode(stack, authorizationUrl, email, tenant.issuer);
+      const params = oauth.validateAuthResponse(as, client, callbackUrl, oauth.expectNoState);
+      const tokens = await oauth.processAuthorizationCodeResponse(
+        as,
+        client,
+        await oauth.authorizationCodeGrantRequest(as, client, auth, params, redirectUri, codeVerifier, insecure),
+        { expectedNonce: nonce, requireIdToken: true },
+      );
+      const claims = oauth.getValidatedIdTokenClaims(tokens);
+      expect(claims?.iss).toBe(tenant.issuer);
+      sessions.push({ as, client, accessToken: tokens.access_token, sub: claims?.sub as string });
+    }
+    const [first, second] = sessions as [(typeof sessions)[0], (typeof sessions)[0]];
+    expect(first.sub).not.toBe(second.sub);
+    // The first tenant's access token at the second's userinfo: 401 invalid_token.
+    const crossed = await fetch(second.as.userinfo_endpoint as string, {
+      headers: { Authorization: `Bearer ${first.accessToken}` },
+    });
+    expect(crossed.status).toBe(401);
+    expect(crossed.headers.get("www-authenticate")).toContain("invalid_token");
   });
 });

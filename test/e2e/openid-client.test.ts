@@ -1,6 +1,13 @@
 import * as oidc from "openid-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CookieJar, type E2EStack, registerE2EClient, signInWithEmailCode, startE2EStack } from "./support.js";
+import {
+  CookieJar,
+  createE2ETenant,
+  type E2EStack,
+  registerE2EClient,
+  signInWithEmailCode,
+  startE2EStack,
+} from "./support.js";
 
 /** End to end over real HTTP, driven by a certified RP library (openid-client 6). */
 
@@ -144,5 +151,61 @@ describe("openid-client against the npm start runtime", () => {
     const tokens = await oidc.pollDeviceAuthorizationGrant(config, device);
     expect(tokens.claims()).toMatchObject({ aud: registered.client_id, email });
     expect(tokens.refresh_token).toBeTruthy();
+  });
+
+  it("logs in to two tenants, each through its own discovery, issuer and keys (issue 23)", async () => {
+    const email = `e2e.tenants.${Date.now().toString(36)}@example.com`;
+    const subs: string[] = [];
+    const issuers: string[] = [];
+    for (const tag of ["acme", "globex"]) {
+      const tenant = await createE2ETenant(stack, tag);
+      const redirectUri = `${stack.url}/e2e/${tag}/callback`;
+      const registered = await registerE2EClient(
+        stack,
+        {
+          client_name: `openid-client ${tag}`,
+          redirect_uris: [redirectUri],
+          token_endpoint_auth_method: "client_secret_basic",
+          scope: "openid email offline_access",
+        },
+        tenant.id,
+      );
+      // Discovery from the tenant's issuer URL (OIDC Discovery §4: issuer + /.well-known/...).
+      const config = await oidc.discovery(
+        new URL(tenant.issuer),
+        registered.client_id,
+        undefined,
+        oidc.ClientSecretBasic(registered.client_secret as string),
+        { execute: [oidc.allowInsecureRequests] },
+      );
+      expect(config.serverMetadata().issuer).toBe(tenant.issuer);
+      const codeVerifier = oidc.randomPKCECodeVerifier();
+      const nonce = oidc.randomNonce();
+      const authorizationUrl = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: redirectUri,
+        scope: "openid email offline_access",
+        code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+        code_challenge_method: "S256",
+        nonce,
+      });
+      const callbackUrl = await signInWithEmailCode(stack, authorizationUrl, email, tenant.issuer);
+      // The library checks iss (RFC 9207) against the tenant's issuer and the ID token against its JWKS.
+      const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
+        pkceCodeVerifier: codeVerifier,
+        expectedNonce: nonce,
+        idTokenExpected: true,
+      });
+      const claims = tokens.claims();
+      expect(claims).toMatchObject({ iss: tenant.issuer, aud: registered.client_id, email });
+      const userinfo = await oidc.fetchUserInfo(config, tokens.access_token, claims?.sub ?? "");
+      expect(userinfo.email).toBe(email);
+      const refreshed = await oidc.refreshTokenGrant(config, tokens.refresh_token as string);
+      expect(refreshed.access_token).toBeTruthy();
+      subs.push(claims?.sub as string);
+      issuers.push(tenant.issuer);
+    }
+    // One address, two tenants: two users.
+    expect(new Set(subs).size).toBe(2);
+    expect(new Set(issuers).size).toBe(2);
   });
 });

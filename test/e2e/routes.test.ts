@@ -38,4 +38,12 @@ describe("route tables", () => {
       expect(match(PRODUCTION_ROUTES, path), path).toBe(expected);
     }
   });
+
+  it("send a tenant's paths to op-auth in production, which hands op-token's on by workerFor (issue 23)", () => {
+    for (const path of PATHS.filter((p) => !p.startsWith("/admin/"))) {
+      const tenantPath = `/t/acme${path}`;
+      expect(match(PRODUCTION_ROUTES, tenantPath), tenantPath).toBe("keyway-op-auth");
+      expect(workerFor(tenantPath), tenantPath).toBe(workerFor(path));
+    }
+  });
 });

@@ -70,11 +70,25 @@ export class CookieJar {
   }
 }
 
+/** A tenant of the running stack (issue 23): its issuer is `<origin>/t/<id>`. */
+export async function createE2ETenant(stack: E2EStack, tag: string): Promise<{ id: string; issuer: string }> {
+  const id = `${tag}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
+  const res = await fetch(`${stack.url}/admin/v1/tenants`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${stack.adminToken}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ id, name: `E2E ${tag}` }),
+  });
+  expect(res.status, await res.clone().text()).toBe(201);
+  return (await res.json()) as { id: string; issuer: string };
+}
+
+/** Registers a client at the default tenant, or at `tenant`'s admin routes. */
 export async function registerE2EClient(
   stack: E2EStack,
   client: Record<string, unknown>,
+  tenant?: string,
 ): Promise<{ client_id: string; client_secret?: string }> {
-  const res = await fetch(`${stack.url}/admin/v1/clients`, {
+  const res = await fetch(`${stack.url}/admin/v1${tenant ? `/tenants/${tenant}` : ""}/clients`, {
     method: "POST",
     headers: { Authorization: `Bearer ${stack.adminToken}`, "Content-Type": "application/json" },
     body: JSON.stringify(client),
@@ -88,21 +102,26 @@ export async function registerE2EClient(
  * the authorization request, the emailed code (read from the dev mailbox), its check, and the
  * redirect back to the client, whose URL is returned for the RP library to process.
  */
-export async function signInWithEmailCode(stack: E2EStack, authorizationUrl: URL, email: string): Promise<URL> {
+export async function signInWithEmailCode(
+  stack: E2EStack,
+  authorizationUrl: URL,
+  email: string,
+  issuer = stack.url,
+): Promise<URL> {
   const browser = new CookieJar();
   const init = await browser.fetch(authorizationUrl, { headers: { Accept: "application/json" } });
   expect(init.status, await init.clone().text()).toBe(200);
   const { tx } = (await init.json()) as { tx: string };
 
-  const generate = await browser.postJson(`${stack.url}/email-code/generate`, { tx, email });
+  const generate = await browser.postJson(`${issuer}/email-code/generate`, { tx, email });
   expect(generate.status, await generate.clone().text()).toBe(200);
-  const mailbox = await fetch(`${stack.url}/__dev/mailbox/${encodeURIComponent(email)}`);
+  const mailbox = await fetch(`${issuer}/__dev/mailbox/${encodeURIComponent(email)}`);
   expect(mailbox.status).toBe(200);
   const { messages } = (await mailbox.json()) as { messages: { code: string }[] };
   const code = messages[0]?.code;
   expect(code).toMatch(/^\d{6}$/);
 
-  const verify = await browser.postJson(`${stack.url}/email-code/verify`, { tx, email, code });
+  const verify = await browser.postJson(`${issuer}/email-code/verify`, { tx, email, code });
   expect(verify.status, await verify.clone().text()).toBe(200);
   const { redirect_to } = (await verify.json()) as { redirect_to: string };
 

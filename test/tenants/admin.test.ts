@@ -1,6 +1,8 @@
-import { env } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { decodeJwt } from "jose";
 import { describe, expect, it } from "vitest";
+import authApp from "../../workers/op-auth/src/index";
+import tokenApp from "../../workers/op-token/src/index";
 import { admin, call, ISSUER, uniqueEmail, withVars } from "../support/harness";
 import {
   at,
@@ -209,5 +211,25 @@ describe("a custom host per tenant (TENANT_HOSTS)", () => {
     expect((await call(at(t.id, "/.well-known/openid-configuration"), {}, e)).status).toBe(404);
     // Another tenant's path under the custom host is not served either.
     expect((await call(`http://${host}/t/${t.id}/token`, { method: "POST" }, e)).status).toBe(404);
+  });
+});
+
+describe("op-auth in production, where its route takes a tenant's every path", () => {
+  it("hands a tenant's op-token paths to op-token over its service binding", async () => {
+    const t = await createTenant();
+    const seen: string[] = [];
+    // The binding as Cloudflare gives it: a Fetcher; here it is op-token itself, on the same env.
+    const OP_TOKEN = {
+      fetch: (req: Request) => {
+        seen.push(new URL(req.url).pathname);
+        return tokenApp.fetch(req, env as never, createExecutionContext());
+      },
+    };
+    const ctx = createExecutionContext();
+    const res = await authApp.fetch(new Request(`${ISSUER}/t/${t.id}/jwks.json`), { ...env, OP_TOKEN } as never, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { keys: unknown[] }).keys).toHaveLength(2);
+    expect(seen).toEqual([`/t/${t.id}/jwks.json`]);
   });
 });
