@@ -42,6 +42,9 @@ export default defineConfig(async () => {
                   TEST_MAIL_PEERS: inject("mailPeers") as MailPeers as never,
                 },
                 email: { send_email: [{ name: "SEND_EMAIL" }] },
+                // A second, empty database: test/tenants/upgrade.test.ts writes today's state into the
+                // schema before tenants, then migrates it (the DB binding gets every migration at setup).
+                d1Databases: { DB: "keyway", UPGRADE_DB: "keyway-upgrade" },
                 // op-auth's per-IP quotas, as its wrangler.toml declares them (the tests run op-auth
                 // against the store Worker's config, which has none).
                 ratelimits: {
