@@ -6,8 +6,8 @@
 //
 // See k6/README.md for every variable.
 import exec from "k6/execution";
-import { createClient, deleteClient, requireAdminToken } from "./lib/admin.js";
-import { bool, cloudOptions, RAMP, usersNeeded } from "./lib/config.js";
+import { createClient, createTenant, deleteClient, deleteTenant, requireAdminToken } from "./lib/admin.js";
+import { bool, cloudOptions, num, RAMP, usersNeeded } from "./lib/config.js";
 import { login } from "./lib/login.js";
 import { loginScriptOptions } from "./lib/metrics.js";
 import { emailForIteration, newRunId, seedUsers } from "./lib/users.js";
@@ -17,11 +17,32 @@ const SCOPE = __ENV.SCOPE || "openid email offline_access";
 /** PHASE_METRICS=1 (tools/bench.mjs): each iteration's metrics are tagged with its phase (lib/metrics.js). */
 const PHASE_METRICS = bool("PHASE_METRICS", false);
 
+/**
+ * TENANTS=N (issue 23): N tenants are created for the run, each with its client and its share of the
+ * seeded users, and iteration i logs in at tenant i mod N (`/t/<tenant>/...`, its own issuer).
+ * 0, the default: the origin's own endpoints (the default tenant).
+ */
+const TENANTS = Math.floor(num("TENANTS", 0));
+
 export const options = loginScriptOptions({ setupTimeout: "5m", cloud: cloudOptions("Keyway full login") });
 
 export function setup() {
   requireAdminToken();
   const runId = newRunId();
+  if (TENANTS > 0) {
+    // Each tenant's users are its share of the run's iterations; the same addresses in every tenant
+    // are different users there, with limits of their own.
+    const share = Math.ceil(usersNeeded() / TENANTS) + 1;
+    const tenants = [];
+    let pool = null;
+    for (let t = 0; t < TENANTS; t++) {
+      const tenant = createTenant(`lt-${runId}-${t}`, `k6 tenant ${t}`);
+      tenants.push({ tenant, client: createClient(`k6 full-login ${runId}`, SCOPE, tenant) });
+      pool = seedUsers(runId, share, tenant.id);
+    }
+    console.log(`${TENANTS} tenants, ${share} users each`);
+    return { tenants, pool };
+  }
   const client = createClient(`k6 full-login ${runId}`, SCOPE);
   // Enough distinct users that the per-address resend interval (60 s) never throttles the run.
   const pool = seedUsers(runId, usersNeeded());
@@ -30,9 +51,14 @@ export function setup() {
 
 export default function (data) {
   if (PHASE_METRICS) exec.vu.metrics.tags.phase = Date.now() - exec.scenario.startTime < RAMP * 1000 ? "ramp" : "hold";
-  login(data.client, emailForIteration(data.pool));
+  if (!data.tenants) return login(data.client, emailForIteration(data.pool));
+  const i = exec.scenario.iterationInTest;
+  const { client } = data.tenants[i % data.tenants.length];
+  login(client, emailForIteration(data.pool, Math.floor(i / data.tenants.length)));
 }
 
 export function teardown(data) {
-  if (!bool("KEEP_CLIENT", false)) deleteClient(data.client.client_id);
+  if (bool("KEEP_CLIENT", false)) return;
+  if (data.tenants) for (const { tenant } of data.tenants) deleteTenant(tenant.id);
+  else deleteClient(data.client.client_id);
 }

@@ -2,8 +2,9 @@
 // npm run smoke (the last part of npm test): about 20 s of k6/full-login.js at 5 logins/s against a
 // freshly started stack (scripts/stack.mjs, the `npm start` runtime) on a free port, with fresh secrets,
 // a temporary state folder, raised per-IP quotas and three regions, logins coming from Japan, Germany
-// and the US in turn (each region must get some). Exits with k6's status: non-zero when a threshold
-// (full_flow p95 < P95_MS, default 1000 ms, generous for CI noise; login_success > 0.99) fails.
+// and the US in turn (each region must get some), spread over three tenants (TENANTS). Exits with
+// k6's status: non-zero when a threshold (full_flow p95 < P95_MS, default 1000 ms, generous for CI
+// noise; login_success > 0.99) fails.
 //
 // k6 is built by tools/k6-install.mjs when missing, which needs Go. Without Go the smoke is skipped
 // with a warning, unless CI is set (.ci/run sets it): CI never skips.
@@ -99,6 +100,8 @@ try {
     USERS: "seeded",
     COUNTRIES: "JP,DE,US",
     EXPECT_REGIONS: "apac,eu,global",
+    // Logins spread over three tenants (issue 23), each with its own issuer, keys and users.
+    TENANTS: process.env.TENANTS || "3",
   });
   status = await exitOf(k6);
   // Then every store's shard count doubled in the middle of a run (k6/reshard.js, issue 13): no login

@@ -15,10 +15,10 @@ export function requireAdminToken() {
 }
 
 /** Registers a client through the admin API (`body` as POST /admin/v1/clients takes it); throws unless 201. */
-export function registerClient(body) {
+export function registerClient(body, tenant) {
   requireAdminToken();
   const res = http.post(
-    `${BASE_URL}/admin/v1/clients`,
+    `${BASE_URL}/admin/v1${tenant ? `/tenants/${tenant.id}` : ""}/clients`,
     JSON.stringify(body),
     Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/clients" } }),
   );
@@ -32,22 +32,50 @@ export function registerClient(body) {
  * Registers the load test's confidential client (client_secret_basic), its ID tokens signed with ID_TOKEN_ALG.
  * The flow never follows the redirect URI.
  */
-export function createClient(name, scope) {
-  const body = registerClient({
-    client_name: name,
-    redirect_uris: [REDIRECT_URI],
-    token_endpoint_auth_method: "client_secret_basic",
-    grant_types: ["authorization_code", "refresh_token"],
-    scope,
-    id_token_signed_response_alg: ID_TOKEN_ALG,
-  });
-  return { client_id: body.client_id, client_secret: body.client_secret, redirect_uri: REDIRECT_URI, scope };
+export function createClient(name, scope, tenant) {
+  const body = registerClient(
+    {
+      client_name: name,
+      redirect_uris: [REDIRECT_URI],
+      token_endpoint_auth_method: "client_secret_basic",
+      grant_types: ["authorization_code", "refresh_token"],
+      scope,
+      id_token_signed_response_alg: ID_TOKEN_ALG,
+    },
+    tenant,
+  );
+  const client = { client_id: body.client_id, client_secret: body.client_secret, redirect_uri: REDIRECT_URI, scope };
+  // A tenant's client logs in at the tenant's endpoints, and its tokens name the tenant's issuer.
+  if (tenant) Object.assign(client, { tenant: tenant.id, base: `${BASE_URL}/t/${tenant.id}`, issuer: tenant.issuer });
+  return client;
 }
 
-export function deleteClient(clientId) {
+/** Creates a tenant (issue 23); its issuer is `<origin>/t/<id>` (CONTRACT §8). Throws unless 201. */
+export function createTenant(id, name) {
+  requireAdminToken();
+  const res = http.post(
+    `${BASE_URL}/admin/v1/tenants`,
+    JSON.stringify({ id, name }),
+    Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/tenants" } }),
+  );
+  const out = jsonBody(res);
+  if (res.status !== 201 || !out) throw new Error(`could not create tenant ${id}: ${describe(res)}`);
+  return { id: out.id, issuer: out.issuer };
+}
+
+export function deleteTenant(id) {
+  const res = http.del(
+    `${BASE_URL}/admin/v1/tenants/${encodeURIComponent(id)}`,
+    null,
+    Object.assign(adminParams(), { tags: { step: "Admin", name: "DELETE /admin/v1/tenants/{id}" }, timeout: "60s" }),
+  );
+  if (res.status !== 204) console.warn(`could not delete the load-test tenant ${id}: ${describe(res)}`);
+}
+
+export function deleteClient(clientId, tenant) {
   if (!clientId) return;
   const res = http.del(
-    `${BASE_URL}/admin/v1/clients/${encodeURIComponent(clientId)}`,
+    `${BASE_URL}/admin/v1${tenant ? `/tenants/${tenant}` : ""}/clients/${encodeURIComponent(clientId)}`,
     null,
     Object.assign(adminParams(), { tags: { step: "Admin", name: "DELETE /admin/v1/clients/{id}" } }),
   );
@@ -55,13 +83,13 @@ export function deleteClient(clientId) {
 }
 
 /** Imports addresses, at most 1,000 per call (CONTRACT §5). */
-export function importUsers(emails) {
+export function importUsers(emails, tenant) {
   let created = 0;
   let existing = 0;
   for (let i = 0; i < emails.length; i += 1000) {
     const chunk = emails.slice(i, i + 1000).map((email) => ({ email }));
     const res = http.post(
-      `${BASE_URL}/admin/v1/users/import`,
+      `${BASE_URL}/admin/v1${tenant ? `/tenants/${tenant}` : ""}/users/import`,
       JSON.stringify({ users: chunk }),
       Object.assign(adminParams(), { tags: { step: "Admin", name: "POST /admin/v1/users/import" }, timeout: "60s" }),
     );

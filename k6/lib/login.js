@@ -33,6 +33,13 @@ function record(opts, step, res) {
   return res.timings.duration;
 }
 
+/**
+ * Where a client's endpoints are and the issuer its tokens name: the origin's (BASE_URL, ISSUER), or a
+ * tenant's (`client.base`, `client.issuer`: `<origin>/t/<tenant>`, see lib/admin.js createTenant).
+ */
+const baseOf = (client) => (client?.base ? client.base : BASE_URL);
+const issuerOf = (client) => (client?.issuer ? client.issuer : ISSUER);
+
 function cookieValue(res, name) {
   const list = res.cookies[name];
   return list?.length ? list[0].value : null;
@@ -56,7 +63,7 @@ export function newAuthRequest(client, extra = {}) {
     },
     extra,
   );
-  return { url: `${BASE_URL}/authorize?${qs(query)}`, state, nonce, verifier };
+  return { url: `${baseOf(client)}/authorize?${qs(query)}`, state, nonce, verifier };
 }
 
 /** Step 1. Returns { ok, tx, ms }. */
@@ -80,7 +87,7 @@ export function emailCodeGenerate(tx, email, opts = {}) {
   const step = "EmailCodeGenerate";
   const sentAt = Date.now();
   const res = http.post(
-    `${BASE_URL}/email-code/generate`,
+    `${opts.base || BASE_URL}/email-code/generate`,
     JSON.stringify({ tx, email }),
     params(step, "POST /email-code/generate", { headers: JSON_HEADERS }),
   );
@@ -97,7 +104,7 @@ export function emailCodeGenerate(tx, email, opts = {}) {
 export function emailCodeVerify(tx, email, code, opts = {}) {
   const step = "EmailCodeVerify";
   const res = http.post(
-    `${BASE_URL}/email-code/verify`,
+    `${opts.base || BASE_URL}/email-code/verify`,
     JSON.stringify({ tx, email, code }),
     params(step, "POST /email-code/verify", { headers: JSON_HEADERS }),
   );
@@ -126,7 +133,7 @@ export function authorizeCode(url, client, state, opts = {}) {
   const ok = check(res, {
     "AuthorizeCode 302 to redirect_uri with code": (r) =>
       r.status === 302 && withoutQuery(location) === client.redirect_uri && !!q.code,
-    "AuthorizeCode state and iss match": () => q.state === state && q.iss === ISSUER,
+    "AuthorizeCode state and iss match": () => q.state === state && q.iss === issuerOf(client),
   });
   if (!ok) countFailure(step, res, "session", `no code (Location: ${location.slice(0, 200)})`);
   return { ok, code: ok ? q.code : null, error: q.error || null, ms };
@@ -136,7 +143,7 @@ export function authorizeCode(url, client, state, opts = {}) {
 export function tokenExchange(client, code, verifier, nonce, opts = {}) {
   const step = "Token";
   const res = http.post(
-    `${BASE_URL}/token`,
+    `${baseOf(client)}/token`,
     { grant_type: "authorization_code", code, redirect_uri: client.redirect_uri, code_verifier: verifier },
     params(step, "POST /token", {
       headers: { Authorization: basicAuth(client.client_id, client.client_secret), Accept: "application/json" },
@@ -157,7 +164,8 @@ export function tokenExchange(client, code, verifier, nonce, opts = {}) {
   const claims = jwtPayload(body.id_token);
   const alg = jwtHeader(body.id_token)?.alg;
   const claimsOk = check(claims, {
-    "id_token iss, aud, nonce": (c) => !!c && c.iss === ISSUER && c.aud === client.client_id && c.nonce === nonce,
+    "id_token iss, aud, nonce": (c) =>
+      !!c && c.iss === issuerOf(client) && c.aud === client.client_id && c.nonce === nonce,
     "id_token signed with ID_TOKEN_ALG": () => alg === ID_TOKEN_ALG,
   });
   if (!claimsOk) {
@@ -173,7 +181,8 @@ export function tokenExchange(client, code, verifier, nonce, opts = {}) {
  * opts.record=false keeps it out of the step Trends, full_flow and login_success (setup logins).
  * Returns { ok, tokens, failedStep, email, tx } (tx: the login transaction's id, once it has one).
  */
-export function login(client, email, opts = {}) {
+export function login(client, email, loginOpts = {}) {
+  const opts = Object.assign({ base: baseOf(client) }, loginOpts);
   const rec = opts.record !== false;
   if (opts.clearJar !== false) http.cookieJar().clear(BASE_URL);
   devGeo = COUNTRIES.length ? { "X-Keyway-Dev-Country": COUNTRIES[logins++ % COUNTRIES.length] } : {};
@@ -182,7 +191,8 @@ export function login(client, email, opts = {}) {
     if (rec) {
       loginSuccess.add(ok, failedStep ? { failed_step: failedStep } : {});
       if (ok) fullFlow.add(total);
-      const region = ok && /^gr_([a-z][a-z0-9]+)_/.exec(String(tokens?.refresh_token))?.[1];
+      // A refresh token starts with its family's id: `gr_[<tenant>~]<region>_...`.
+      const region = ok && /^gr_(?:[a-z0-9-]+~)?([a-z][a-z0-9]+)_/.exec(String(tokens?.refresh_token))?.[1];
       if (region) loginsInRegion.add(1, { region });
     }
     return { ok, tokens: tokens || null, failedStep, email, tx };
@@ -196,7 +206,7 @@ export function login(client, email, opts = {}) {
   const gen = emailCodeGenerate(init.tx, email, opts);
   if (!gen.ok) return done(false, "EmailCodeGenerate");
 
-  const mail = readCode(email, gen.sentAt);
+  const mail = readCode(email, gen.sentAt, client);
   if (!mail.code) {
     errors.otp.add(1, { step: "Mailbox" });
     logFailure("Mailbox", `no new code for ${email} after ${mail.waitedMs} ms`, mail.last);

@@ -11,17 +11,20 @@ import {
 } from "./config.js";
 import { jsonBody } from "./http-util.js";
 
+/** A tenant client's admin routes are its tenant's (lib/admin.js). */
+const tenantPath = (client) => (client?.tenant ? `/tenants/${client.tenant}` : "");
+
 /** The codes this VU already used, per address, so a stale message is never taken for the new one. */
 const usedCodes = {};
 
-function mailboxRequest(email) {
+function mailboxRequest(email, client) {
   if (MAILBOX === "test")
-    return http.get(`${BASE_URL}/admin/v1/test-mailbox/${encodeURIComponent(email)}`, {
+    return http.get(`${BASE_URL}/admin/v1${tenantPath(client)}/test-mailbox/${encodeURIComponent(email)}`, {
       headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
       timeout: REQUEST_TIMEOUT,
       tags: { step: "Mailbox", name: "GET /admin/v1/test-mailbox/{email}" },
     });
-  return http.get(`${BASE_URL}/__dev/mailbox/${encodeURIComponent(email)}`, {
+  return http.get(`${client?.base || BASE_URL}/__dev/mailbox/${encodeURIComponent(email)}`, {
     timeout: REQUEST_TIMEOUT,
     tags: { step: "Mailbox", name: "GET /__dev/mailbox/{email}" },
   });
@@ -32,12 +35,12 @@ function mailboxRequest(email) {
  * code sent after `sinceMs` appears. Mail goes out after EmailCodeGenerate answers, so the first
  * look may come too early. Returns { code, waitedMs, last } with code null when none came.
  */
-export function readCode(email, sinceMs) {
+export function readCode(email, sinceMs, client) {
   const started = Date.now();
   let last = null;
   for (let attempt = 0; attempt < MAILBOX_POLLS; attempt++) {
     if (attempt > 0) sleep(MAILBOX_INTERVAL_MS / 1000);
-    last = mailboxRequest(email);
+    last = mailboxRequest(email, client);
     if (last.status !== 200) continue;
     const body = jsonBody(last);
     const messages = body && Array.isArray(body.messages) ? body.messages : [];

@@ -20,15 +20,15 @@ export function seededEmail(pool, i) {
  * for every run unless USER_PREFIX pins it (reuse a pinned pool no sooner than a minute later, and
  * at most 10 times an hour: the per-address send limits apply across runs).
  */
-export function seedUsers(runId, count) {
+export function seedUsers(runId, count, tenant) {
   const pool = { mode: USERS, runId, prefix: USER_PREFIX || `lt-${runId}`, count: Math.max(1, Math.ceil(count)) };
   if (USERS !== "seeded") return pool;
   const emails = [];
   for (let i = 0; i < pool.count; i++) emails.push(seededEmail(pool, i));
   const started = Date.now();
-  const { created, existing } = importUsers(emails);
+  const { created, existing } = importUsers(emails, tenant);
   console.log(
-    `seeded ${pool.count} users ${pool.prefix}-N@${EMAIL_DOMAIN} (${created} new, ${existing} existing) in ${Date.now() - started} ms`,
+    `seeded ${pool.count} users ${pool.prefix}-N@${EMAIL_DOMAIN}${tenant ? ` in tenant ${tenant}` : ""} (${created} new, ${existing} existing) in ${Date.now() - started} ms`,
   );
   return pool;
 }
@@ -42,10 +42,13 @@ export function freshEmail(runId, tag = "su") {
     .replace(/[^a-z0-9]/g, "")}@${EMAIL_DOMAIN}`;
 }
 
-/** The address for this iteration: a distinct seeded user per iteration, or a fresh sign-up. */
-export function emailForIteration(pool) {
+/**
+ * The address for this iteration: a distinct seeded user per iteration, or a fresh sign-up. With
+ * tenants, `index` is the iteration's place among its tenant's iterations.
+ */
+export function emailForIteration(pool, index = exec.scenario.iterationInTest) {
   if (pool.mode === "signup") return freshEmail(pool.runId);
-  const i = exec.scenario.iterationInTest;
+  const i = index;
   if (i >= pool.count && !wrapped) {
     wrapped = true;
     console.warn(`iteration ${i} ran past the ${pool.count} seeded users: addresses are reused and may be throttled`);
