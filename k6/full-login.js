@@ -6,7 +6,7 @@
 //
 // See k6/README.md for every variable.
 import exec from "k6/execution";
-import { createClient, createTenant, deleteClient, deleteTenant, requireAdminToken } from "./lib/admin.js";
+import { createClient, createTenant, deleteClient, deleteTenant, readTenant, requireAdminToken } from "./lib/admin.js";
 import { bool, cloudOptions, num, RAMP, usersNeeded } from "./lib/config.js";
 import { login } from "./lib/login.js";
 import { loginScriptOptions } from "./lib/metrics.js";
@@ -23,25 +23,34 @@ const PHASE_METRICS = bool("PHASE_METRICS", false);
  * 0, the default: the origin's own endpoints (the default tenant).
  */
 const TENANTS = Math.floor(num("TENANTS", 0));
+/**
+ * TENANT_IDS=a,b,c: log in at these existing tenants instead (tools/bench-tenants.mjs made them):
+ * a client is registered in each and removed at the end; the tenants stay.
+ */
+const TENANT_IDS = (__ENV.TENANT_IDS || "")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
 
 export const options = loginScriptOptions({ setupTimeout: "5m", cloud: cloudOptions("Keyway full login") });
 
 export function setup() {
   requireAdminToken();
   const runId = newRunId();
-  if (TENANTS > 0) {
+  const count = TENANT_IDS.length || TENANTS;
+  if (count > 0) {
     // Each tenant's users are its share of the run's iterations; the same addresses in every tenant
     // are different users there, with limits of their own.
-    const share = Math.ceil(usersNeeded() / TENANTS) + 1;
+    const share = Math.ceil(usersNeeded() / count) + 1;
     const tenants = [];
     let pool = null;
-    for (let t = 0; t < TENANTS; t++) {
-      const tenant = createTenant(`lt-${runId}-${t}`, `k6 tenant ${t}`);
+    for (let t = 0; t < count; t++) {
+      const tenant = TENANT_IDS.length ? readTenant(TENANT_IDS[t]) : createTenant(`lt-${runId}-${t}`, `k6 tenant ${t}`);
       tenants.push({ tenant, client: createClient(`k6 full-login ${runId}`, SCOPE, tenant) });
       pool = seedUsers(runId, share, tenant.id);
     }
-    console.log(`${TENANTS} tenants, ${share} users each`);
-    return { tenants, pool };
+    console.log(`${count} tenants, ${share} users each`);
+    return { tenants, pool, existing: TENANT_IDS.length > 0 };
   }
   const client = createClient(`k6 full-login ${runId}`, SCOPE);
   // Enough distinct users that the per-address resend interval (60 s) never throttles the run.
@@ -59,6 +68,7 @@ export default function (data) {
 
 export function teardown(data) {
   if (bool("KEEP_CLIENT", false)) return;
-  if (data.tenants) for (const { tenant } of data.tenants) deleteTenant(tenant.id);
+  if (data.existing) for (const { tenant, client } of data.tenants) deleteClient(client.client_id, tenant.id);
+  else if (data.tenants) for (const { tenant } of data.tenants) deleteTenant(tenant.id);
   else deleteClient(data.client.client_id);
 }

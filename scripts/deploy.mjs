@@ -32,7 +32,8 @@ const STORE_SECRETS = ["MAIL_OUTBOX_SECRET", "MAIL_API_KEY", "SMTP_PASSWORD"];
  * @typedef {{
  *   issuer: string, zone: string, issuerName?: string, mailTransport: string, mailFrom: string,
  *   mailFromName?: string, mailHttpUrl?: string, smtpHost?: string, smtpPort?: string, smtpUser?: string,
- *   smtpHelo?: string, shards?: string, regions?: string, policy?: string, database: string, databaseId?: string,
+ *   smtpHelo?: string, shards?: string, regions?: string, policy?: string, tenantHosts?: string,
+ *   database: string, databaseId?: string,
  *   secretsFile: string, outDir: string, dryRun: boolean, smoke: boolean
  * }} DeployOptions
  */
@@ -55,6 +56,7 @@ export function parseOptions(argv) {
       "smtp-helo": { type: "string" },
       shards: { type: "string" },
       regions: { type: "string" },
+      "tenant-hosts": { type: "string" },
       policy: { type: "string" },
       database: { type: "string", default: "keyway" },
       "database-id": { type: "string" },
@@ -100,6 +102,7 @@ export function parseOptions(argv) {
     ["shards", "shards"],
     ["regions", "regions"],
     ["policy", "policy"],
+    ["tenantHosts", "tenant-hosts"],
     ["databaseId", "database-id"],
   ]);
   for (const [key, flag] of optional) {
@@ -128,6 +131,7 @@ export function productionVars(o, devVars) {
     SHARDS: o.shards ?? (typeof devVars.SHARDS === "string" ? devVars.SHARDS : undefined),
     REGIONS: o.regions,
     POLICY: o.policy,
+    TENANT_HOSTS: o.tenantHosts,
   };
   return /** @type {Record<string, string>} */ (
     Object.fromEntries(Object.entries(vars).filter(([, v]) => v !== undefined))
@@ -202,11 +206,27 @@ export function productionConfigs(o, databaseId) {
       config.ratelimits = base.ratelimits.map((/** @type {any} */ r) => checkedRateLimit(path, r));
     if (base.services?.length) config.services = base.services;
     const routes = /** @type {Record<string, string[]>} */ (ROUTES)[name];
-    if (routes) config.routes = routes.map((p) => ({ pattern: `${host}${p}`, zone_name: o.zone }));
+    // A tenant's custom host (TENANT_HOSTS, docs/tenants.md) gets the issuer's routes but the admin API's.
+    const hosts = name === "keyway-op-mgmt" ? [host] : [host, ...tenantHosts(o)];
+    if (routes) config.routes = hosts.flatMap((h) => routes.map((p) => ({ pattern: `${h}${p}`, zone_name: o.zone })));
     if (base.triggers?.crons?.length) config.triggers = { crons: base.triggers.crons };
     if (sendEmail) config.send_email = sendEmail;
     return { name, file: join(o.outDir, `${name}.wrangler.json`), config };
   });
+}
+
+/**
+ * The custom hosts of `--tenant-hosts` (JSON `{host: tenant}`), each in `--zone`: a host in another
+ * zone needs that zone (or Cloudflare for SaaS custom hostnames), which this script does not set up.
+ * @param {DeployOptions} o @returns {string[]}
+ */
+export function tenantHosts(o) {
+  if (!o.tenantHosts) return [];
+  const hosts = Object.keys(/** @type {Record<string, string>} */ (JSON.parse(o.tenantHosts)));
+  for (const h of hosts)
+    if (h !== o.zone && !h.endsWith(`.${o.zone}`))
+      throw new Error(`--tenant-hosts: ${h} is not in --zone ${o.zone}; route it to Keyway in its own zone by hand`);
+  return hosts;
 }
 
 /**

@@ -63,6 +63,18 @@ export function createTenant(id, name) {
   return { id: out.id, issuer: out.issuer };
 }
 
+/** An existing tenant: its id and issuer. Throws unless 200. */
+export function readTenant(id) {
+  requireAdminToken();
+  const res = http.get(
+    `${BASE_URL}/admin/v1/tenants/${encodeURIComponent(id)}`,
+    Object.assign(adminParams(), { tags: { step: "Admin", name: "GET /admin/v1/tenants/{id}" } }),
+  );
+  const out = jsonBody(res);
+  if (res.status !== 200 || !out) throw new Error(`no tenant ${id}: ${describe(res)}`);
+  return { id: out.id, issuer: out.issuer };
+}
+
 export function deleteTenant(id) {
   const res = http.del(
     `${BASE_URL}/admin/v1/tenants/${encodeURIComponent(id)}`,
