@@ -1,9 +1,10 @@
 /**
  * The store boundary: every type a Worker and a Durable Object exchange (RPC arguments as named
- * objects, results, audit events), and the stores' classes as types for stubs. Workers import from
- * the Durable Object folder only this file (`npm run check` enforces it: tools/check-imports.mjs); the
- * stores import only leaf modules of workers/shared. No runtime code besides AUDIT_KINDS and the
- * table below.
+ * objects, results, audit events). It imports nothing: the stores import it, and the stores' classes
+ * as stub types (namespaces.ts) import the stores, so types flow one way, contract → stores →
+ * namespaces → Workers. Workers import from the Durable Object folder only this file and
+ * namespaces.ts, type-only (`npm run check` enforces it: tools/check-imports.mjs); the stores import
+ * only leaf modules of workers/shared. No runtime code besides AUDIT_KINDS and the table below.
  */
 
 /**
@@ -164,7 +165,7 @@ export interface VerifyChallenge {
   now: number;
   policy: OtpPolicy;
   /**
-   * The address's home shard (sharding.ts shardAddress), when it is not this one (the login was
+   * The address's home shard (router.ts shardAddress), when it is not this one (the login was
    * placed in another region than the home): a wrong code is also counted there, and until it is,
    * no other code of the address is tried here.
    */
@@ -314,41 +315,3 @@ export interface OutboxItem {
   /** The AuditBuffer shard the Worker chose for this email's events. */
   audit_shard: string;
 }
-
-// ---- The stores themselves, as types: `DurableObjectNamespace<SessionStore>` and RPC stubs.
-
-import type { AuditBuffer } from "./audit-buffer";
-import type { AuthCodeStore } from "./auth-code-store";
-import type { ChallengeStore } from "./challenge-store";
-import type { MailOutbox } from "./mail-outbox";
-import type { RefreshTokenRotator } from "./refresh-token-rotator";
-import type { RevocationStore } from "./revocation-store";
-import type { SessionStore } from "./session-store";
-
-export type {
-  AuditBuffer,
-  AuthCodeStore,
-  ChallengeStore,
-  MailOutbox,
-  RefreshTokenRotator,
-  RevocationStore,
-  SessionStore,
-};
-
-/** Each class STORE_BINDINGS names, by its name. */
-export interface StoreClasses {
-  SessionStore: SessionStore;
-  ChallengeStore: ChallengeStore;
-  AuthCodeStore: AuthCodeStore;
-  RevocationStore: RevocationStore;
-  RefreshTokenRotator: RefreshTokenRotator;
-  MailOutbox: MailOutbox;
-  AuditBuffer: AuditBuffer;
-}
-
-type Bindings = typeof STORE_BINDINGS;
-
-/** Every store's namespace binding, derived from STORE_BINDINGS: what a Worker's Env holds of the stores. */
-export type StoreNamespaces = {
-  [K in keyof Bindings as Bindings[K]["binding"]]: DurableObjectNamespace<StoreClasses[Bindings[K]["class"]]>;
-};

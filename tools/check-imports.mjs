@@ -1,5 +1,7 @@
 // `npm run check` (so `npm test` and CI): the store boundary holds.
-//  1. A Worker file (workers/**) imports from durable-objects/ only contract.ts.
+//  1. A Worker file (workers/**) imports from durable-objects/ only contract.ts, and namespaces.ts
+//     (the stores' classes as stub types) type-only; contract.ts itself imports nothing, so types flow
+//     one way: contract.ts -> the stores -> namespaces.ts -> the Workers.
 //  2. A Durable Object file (durable-objects/**), with everything it imports transitively, reaches in
 //     workers/ only the leaf modules listed below: none of them handles a request or names a Worker.
 //  3. Every wrangler config's [[durable_objects.bindings]] agrees with STORE_BINDINGS in contract.ts.
@@ -8,6 +10,7 @@ import { dirname, join, relative, resolve } from "node:path";
 
 const ROOT = resolve(dirname(new URL(import.meta.url).pathname), "..");
 const CONTRACT = "durable-objects/contract.ts";
+const NAMESPACES = "durable-objects/namespaces.ts";
 const LEAVES = new Set([
   "workers/shared/audit-event.ts",
   "workers/shared/config.ts",
@@ -15,7 +18,7 @@ const LEAVES = new Set([
   "workers/shared/env.ts",
   "workers/shared/log.ts",
   "workers/shared/regions.ts",
-  "workers/shared/sharding.ts",
+  "workers/shared/router.ts",
   "workers/shared/stores.ts",
   "workers/shared/http.ts",
   "workers/shared/errors.ts",
@@ -56,8 +59,15 @@ function importsOf(file) {
 const problems = [];
 for (const file of tsFiles("workers"))
   for (const dep of importsOf(file))
-    if (dep.startsWith("durable-objects/") && dep !== CONTRACT)
-      problems.push(`${file} imports ${dep}: a Worker imports only ${CONTRACT} from the stores`);
+    if (dep.startsWith("durable-objects/") && dep !== CONTRACT && dep !== NAMESPACES)
+      problems.push(`${file} imports ${dep}: a Worker imports only ${CONTRACT} and ${NAMESPACES} from the stores`);
+for (const file of tsFiles("workers")) {
+  const text = readFileSync(join(ROOT, file), "utf8");
+  if (/import\s+(?!type\b)[^;]*from\s+["'][^"']*durable-objects\/namespaces["']/.test(text))
+    problems.push(`${file} imports ${NAMESPACES} for its values: only its types, so no store code reaches a Worker`);
+}
+if (importsOf(CONTRACT).length)
+  problems.push(`${CONTRACT} imports ${importsOf(CONTRACT).join(", ")}: it imports nothing`);
 
 for (const start of tsFiles("durable-objects")) {
   const seen = new Set([start]);

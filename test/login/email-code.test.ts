@@ -2,7 +2,7 @@ import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { auditEmailKey } from "../../workers/shared/audit";
 import { loadConfig } from "../../workers/shared/config";
-import { routeKey } from "../../workers/shared/sharding";
+import { routeKey } from "../../workers/shared/router";
 import {
   admin,
   Browser,

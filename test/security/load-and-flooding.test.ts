@@ -2,7 +2,7 @@ import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../workers/shared/config";
 import { hmac } from "../../workers/shared/crypto";
-import { objectName, routeKey } from "../../workers/shared/sharding";
+import { objectName, routeKey } from "../../workers/shared/router";
 import {
   authorizeQuery,
   Browser,

@@ -3,8 +3,8 @@ import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../workers/shared/config";
 import { hmac } from "../../workers/shared/crypto";
 import { regionLetter } from "../../workers/shared/device";
-import { regionFor } from "../../workers/shared/regions";
-import { routeKey } from "../../workers/shared/sharding";
+
+import { regionFor, routeKey } from "../../workers/shared/router";
 import { shard } from "../../workers/shared/stores";
 import {
   admin,

@@ -2,7 +2,6 @@ import { env } from "cloudflare:test";
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../workers/shared/config";
-import type { Placement } from "../../workers/shared/regions";
 import {
   currentGeneration,
   fnv1a,
@@ -11,11 +10,12 @@ import {
   type IdKind,
   issueId,
   objectName,
+  type Placement,
   parseId,
   routeKey,
   type ShardRef,
   shardAddress,
-} from "../../workers/shared/sharding";
+} from "../../workers/shared/router";
 import { idParts } from "../support/harness";
 
 const randomKey = () => {

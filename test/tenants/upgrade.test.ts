@@ -3,7 +3,7 @@ import { createHmac } from "node:crypto";
 import { decodeJwt } from "jose";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../workers/shared/config";
-import { parseId } from "../../workers/shared/sharding";
+import { parseId } from "../../workers/shared/router";
 import { admin, fullLogin, type TestClient, type TestEnv, uniqueEmail } from "../support/harness";
 
 /**
@@ -87,7 +87,7 @@ describe("the upgrade to tenants (schema/0009)", () => {
   });
 
   it("accepts a default-tenant id minted as the code before tenants minted it", () => {
-    // workers/shared/sharding.ts before tenants: `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC
+    // workers/shared/router.ts before tenants: `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC
     // the first 16 bytes of HMAC-SHA-256(OTP_HMAC_SECRET, "id:" + body), base64url.
     const config = loadConfig(env);
     const body = "gr_global_0_1_AAAAAAAAAAAAAAAAAAAAAA";

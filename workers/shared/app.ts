@@ -6,8 +6,8 @@ import { percentDecodesCleanly, watchBody } from "./http";
 import { countingEnv, mountIsolateRoutes } from "./isolate";
 import { withLiveShards } from "./live-shards";
 import { formatTrace, inRequest, log, requestIdOf, setPathBase, traceStoreCalls } from "./log";
-import { regionFor, requestGeo } from "./regions";
-import { adminTenantRouteOf, configForRequest, type TenantRoute, tenantRouteOf } from "./tenants";
+import { adminTenantRouteOf, regionFor, requestGeo, type TenantRoute, tenantRouteOf } from "./router";
+import { configForRequest } from "./tenants";
 
 export type AppEnv = {
   Bindings: Env;

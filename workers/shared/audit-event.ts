@@ -1,7 +1,8 @@
-import type { AuditBuffer, AuditEvent, AuditKind } from "../../durable-objects/contract";
+import type { AuditEvent, AuditKind } from "../../durable-objects/contract";
+import type { AuditBuffer } from "../../durable-objects/namespaces";
 import { randomToken } from "./crypto";
 import { errorField, log } from "./log";
-import { type Routing, routeKey, shardAddress } from "./sharding";
+import { type Routing, routeKey, shardAddress } from "./router";
 import { shardNamed } from "./stores";
 
 /**
@@ -39,7 +40,7 @@ export function auditEvent(input: AuditInput, ip: string | null = null, at = Dat
 
 /**
  * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
- * in order in one buffer), else at random. Placed in the region given (the request's), and named by its address (sharding.ts shardAddress).
+ * in order in one buffer), else at random. Placed in the region given (the request's), and named by its address (router.ts shardAddress).
  */
 export function auditShardName(routing: Routing, region: string, key?: string | null): string {
   return shardAddress(routeKey(routing, "audit", key ?? randomToken(8), region));

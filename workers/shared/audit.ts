@@ -5,8 +5,7 @@ import type { AppEnv } from "./app";
 import { type AuditEnv, type AuditInput, auditEvent, auditShardName, emitAudit } from "./audit-event";
 import type { Config } from "./config";
 import { hmac } from "./crypto";
-import { type IdCodec, parseId, type Routing } from "./sharding";
-import { tenantScoped } from "./tenants";
+import { type IdCodec, parseId, type Routing, tenantScoped } from "./router";
 
 /**
  * An event of this request, for a store verb to write in its own transaction (the events of a

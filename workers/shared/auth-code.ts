@@ -1,7 +1,7 @@
 import type { Config } from "./config";
 import { sha256 } from "./crypto";
+import { type ParsedId, parseId } from "./router";
 import { issueSealedId, openSealedId } from "./sealed-id";
-import { type ParsedId, parseId } from "./sharding";
 
 /** What an authorization code grants: the login it came from and the request it answers. */
 export interface CodeGrant {

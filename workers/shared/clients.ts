@@ -1,9 +1,9 @@
 import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, type JWK, type JWTPayload, jwtVerify } from "jose";
-import { type Config, shardsIn } from "./config";
+import type { Config } from "./config";
 import { sha256, timingSafeEqualString } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
-import { currentGeneration, routeKeyIn, type ShardRef } from "./sharding";
+import { currentGeneration, routeKeyIn, type ShardRef, shardsIn } from "./router";
 import { shard } from "./stores";
 
 export type AuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt";

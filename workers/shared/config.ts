@@ -63,8 +63,8 @@ const rawShardsSchema = z
   })
   .strict();
 
-type ShardedName = Exclude<keyof z.infer<typeof rawShardsSchema>, "regions">;
-type Generations = { counts: number[]; from: number[] };
+export type ShardedName = Exclude<keyof z.infer<typeof rawShardsSchema>, "regions">;
+export type Generations = { counts: number[]; from: number[] };
 
 /**
  * The parsed SHARDS: each store's shard count by generation (`SHARDS.session[gen]`), and, apart,
@@ -76,7 +76,8 @@ export type ShardConfig = Record<ShardedName, number[]> & {
   readonly regions: Readonly<Record<string, Partial<Record<ShardedName, Generations>>>>;
 };
 
-function shardConfig(
+/** A ShardConfig from its lists (the parsed SHARDS; the router builds the per-region and live ones the same way). */
+export function shardConfig(
   lists: Record<ShardedName, Generations>,
   regions: Record<string, Partial<Record<ShardedName, Generations>>>,
 ): ShardConfig {
@@ -92,31 +93,6 @@ const shardsSchema = rawShardsSchema.transform((raw): ShardConfig => {
   const { regions, ...lists } = raw;
   return shardConfig(lists, regions as Record<string, Partial<Record<ShardedName, Generations>>>);
 });
-
-const inRegion = new WeakMap<ShardConfig, Map<string, ShardConfig>>();
-
-/**
- * The counts a region's shards follow: its own list for a store SHARDS.regions gives it, the default
- * list (live generations included) for every other store.
- */
-export function shardsIn(shards: ShardConfig, region: string): ShardConfig {
-  const own = shards.regions[region];
-  if (!own) return shards;
-  let byRegion = inRegion.get(shards);
-  if (!byRegion) {
-    byRegion = new Map();
-    inRegion.set(shards, byRegion);
-  }
-  const hit = byRegion.get(region);
-  if (hit) return hit;
-  const names = Object.keys(shards) as ShardedName[];
-  const lists = Object.fromEntries(
-    names.map((n) => [n, own[n] ?? { counts: shards[n], from: [...shards.issueFrom[n]] }]),
-  ) as Record<ShardedName, Generations>;
-  const out = shardConfig(lists, {});
-  byRegion.set(region, out);
-  return out;
-}
 
 /** The policy's fields, before the cross-field checks (tenants.ts picks the ones a tenant may set). */
 export const policyFields = z.object({
@@ -472,25 +448,4 @@ export function loadMailConfig(env: object): MailConfig {
   const data = parseVars(env, mailSchema, "mail configuration");
   mailCache.set(env, data);
   return data;
-}
-
-/**
- * SHARDS with generations appended (live ones, from D1): counts and issue times after each store's
- * own. The result is a ShardConfig like the parsed one.
- */
-export function withGenerations(
-  base: ShardConfig,
-  extra: { store: StoreName; shards: number; issue_from: number }[],
-): ShardConfig {
-  const names = Object.keys(base) as ShardedName[];
-  const counts = Object.fromEntries(names.map((n) => [n, [...base[n]]])) as Record<string, number[]>;
-  const from = Object.fromEntries(names.map((n) => [n, [...base.issueFrom[n]]])) as Record<string, number[]>;
-  for (const g of extra) {
-    (counts[g.store] as number[]).push(g.shards);
-    (from[g.store] as number[]).push(g.issue_from);
-  }
-  const lists = Object.fromEntries(
-    names.map((n) => [n, { counts: counts[n] as number[], from: from[n] as number[] }]),
-  ) as Record<ShardedName, Generations>;
-  return shardConfig(lists, base.regions as Record<string, Partial<Record<ShardedName, Generations>>>);
 }

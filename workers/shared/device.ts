@@ -1,5 +1,5 @@
-import { type Config, shardsIn } from "./config";
-import { currentGeneration, fnv1a, type Routing, routeKey, routeKeyIn, type ShardRef } from "./sharding";
+import type { Config } from "./config";
+import { currentGeneration, fnv1a, type Routing, routeKey, routeKeyIn, type ShardRef, shardsIn } from "./router";
 
 /** RFC 8628 §3.4: the grant type a device polls the token endpoint with. */
 export const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";

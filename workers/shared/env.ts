@@ -1,4 +1,4 @@
-import type { StoreNamespaces } from "../../durable-objects/contract";
+import type { StoreNamespaces } from "../../durable-objects/namespaces";
 
 /**
  * Bindings every Keyway Worker has; string variables are parsed by `loadConfig`. The Durable Object

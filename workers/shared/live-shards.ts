@@ -1,7 +1,8 @@
-import { type Config, STORE_NAMES, type StoreName, withGenerations } from "./config";
+import { type Config, STORE_NAMES, type StoreName } from "./config";
 import type { Env } from "./env";
 import { unavailable } from "./errors";
 import { errorField, log } from "./log";
+import { withGenerations } from "./router";
 
 /**
  * Shard generations appended live (issue 13): rows of D1 `shard_generations`, after the generations

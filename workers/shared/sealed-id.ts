@@ -1,6 +1,6 @@
 import type { Config } from "./config";
 import { seal, unseal } from "./crypto";
-import { type IdCodec, type IdKind, issueId, type ParsedId, parseId, type ShardRef } from "./sharding";
+import { type IdCodec, type IdKind, issueId, type ParsedId, parseId, type ShardRef } from "./router";
 
 /**
  * An issued id that carries its own state: `<id>.<sealed>`, where `<id>` is an ordinary Keyway id

@@ -2,7 +2,7 @@ import { STORE_BINDINGS } from "../../durable-objects/contract";
 import type { Env } from "./env";
 import { storeCallStarted, tracingStoreCalls } from "./log";
 import { type Jurisdiction, LOCATION_HINTS, type LocationHint } from "./regions";
-import { objectName, type ShardedStore, type ShardRef } from "./sharding";
+import { objectName, type ShardedStore, type ShardRef } from "./router";
 
 type BindingOf<S extends ShardedStore> = (typeof STORE_BINDINGS)[S]["binding"];
 type StubOf<S extends ShardedStore> =
@@ -46,7 +46,7 @@ function traced<T extends object>(stub: T, store: string, region: string): T {
 const ADDRESS = /^(?:(eu|us|fedramp)\/)?(([a-z]+):(?:[a-z][a-z0-9]{1,7}:)?g\d{1,2}:s\d{1,4})(?:@([a-z]{2,4}))?$/;
 
 /**
- * The stub of a shard by the address a write-behind item carries (sharding.ts shardAddress: a mail
+ * The stub of a shard by the address a write-behind item carries (router.ts shardAddress: a mail
  * retry's audit shard): the address is checked to be one of `store`'s shards, never any object of
  * the namespace.
  */

@@ -3,6 +3,7 @@ import { type Config, policyFields } from "./config";
 import type { Env } from "./env";
 import { OAuthError, unavailable } from "./errors";
 import { errorField, log } from "./log";
+import { DEFAULT_TENANT, hostedAt, issuerOf, TENANT_ID, type TenantRoute } from "./router";
 
 /**
  * Tenants (issue 23, CONTRACT §8): many issuers in one deployment. A tenant is a hard boundary: its
@@ -17,9 +18,6 @@ import { errorField, log } from "./log";
  * tenant in a Durable Object until the tenant has traffic, and an idle tenant costs one D1 row and
  * its key rows.
  */
-
-export const DEFAULT_TENANT = "default";
-export const TENANT_ID = /^[a-z0-9-]{2,40}$/;
 
 const TENANT_POLICY_KEYS = [
   "otp_ttl_seconds",
@@ -104,73 +102,6 @@ export function tenantFromRow(row: TenantRow): Tenant {
   // tenant working on the deployment's defaults rather than failing every request.
   if (!parsed.success) log("error", "tenant settings do not parse; deployment defaults apply", { tenant: row.id });
   return { ...row, settings: parsed.success ? parsed.data : tenantSettingsSchema.parse({}) };
-}
-
-/** Where a request's tenant came from: the origin's own paths, a `/t/<id>` prefix, or a custom host. */
-export interface TenantRoute {
-  tenant: string;
-  via: "origin" | "path" | "host";
-  /** The path with any `/t/<id>` prefix removed: what the Worker routes on. */
-  path: string;
-}
-
-const TENANT_PATH = /^\/t\/([^/]*)(\/.*)?$/;
-
-/** The path part of a URL string, without parsing the whole URL (routing runs on every request). */
-function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("://") + 3);
-  if (start < 0) return "/";
-  const q = url.indexOf("?", start);
-  const h = url.indexOf("#", start);
-  const end = Math.min(q < 0 ? url.length : q, h < 0 ? url.length : h);
-  return url.slice(start, end);
-}
-
-function hostOf(url: string): string {
-  const start = url.indexOf("://") + 3;
-  const end = url.indexOf("/", start);
-  return url.slice(start, end < 0 ? undefined : end).toLowerCase();
-}
-
-/**
- * A request's tenant by its URL: a host TENANT_HOSTS maps, else `/t/<id>/...`, else the origin's own
- * (`default`). A `/t/` segment that is not a tenant id routes as an unknown tenant (404 later), never
- * as the default's path.
- */
-export function tenantRouteOf(url: string, hosts: Readonly<Record<string, string>>): TenantRoute {
-  const path = pathOf(url);
-  const mapped = hosts[hostOf(url)];
-  if (mapped !== undefined) return { tenant: mapped, via: "host", path };
-  const m = TENANT_PATH.exec(path);
-  if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
-  return { tenant: m[1] as string, via: "path", path: m[2] ?? "/" };
-}
-
-/**
- * The admin API's tenant: `/admin/v1/tenants/<id>/<resource...>` is the resource route of that
- * tenant (`/admin/v1/<resource...>` for the Worker's router); every other admin path is the
- * platform's own, and its resource routes are the `default` tenant's.
- */
-const ADMIN_TENANT_PATH = /^\/admin\/v1\/tenants\/([^/]+)(\/.+)$/;
-export function adminTenantRouteOf(url: string): TenantRoute {
-  const path = pathOf(url);
-  const m = ADMIN_TENANT_PATH.exec(path);
-  if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
-  return { tenant: m[1] as string, via: "path", path: `/admin/v1${m[2]}` };
-}
-
-/** The issuer of a tenant: the deployment's for `default`, its custom host, or `<origin>/t/<id>`. */
-export function issuerOf(config: Pick<Config, "ISSUER" | "TENANT_HOSTS">, tenant: string): string {
-  if (tenant === DEFAULT_TENANT) return config.ISSUER;
-  const host = hostedAt(config, tenant);
-  if (host) return `${new URL(config.ISSUER).protocol}//${host}`;
-  return `${config.ISSUER}/t/${tenant}`;
-}
-
-/** The custom host a tenant is served at, if TENANT_HOSTS maps one to it. */
-export function hostedAt(config: Pick<Config, "TENANT_HOSTS">, tenant: string): string | undefined {
-  for (const [host, t] of Object.entries(config.TENANT_HOSTS)) if (t === tenant) return host;
-  return undefined;
 }
 
 // ---- The isolate's cache of tenant records (never one D1 read per request).
@@ -261,12 +192,4 @@ export async function configForRequest(env: Env, base: Config, route: TenantRout
   if (!tenant || tenant.status === "deleted") throw new OAuthError("not_found", "no such tenant");
   if (tenant.status === "disabled") throw new OAuthError("tenant_disabled", `tenant ${tenant.id} is disabled`);
   return tenantView(base, tenant, route.via);
-}
-
-/**
- * Keys that hold per address or per user code, per tenant: the default tenant's are what they were
- * before tenants (state written then keeps its meaning), another tenant's are prefixed by its id.
- */
-export function tenantScoped(config: Pick<Config, "TENANT">, key: string): string {
-  return config.TENANT === DEFAULT_TENANT ? key : `${config.TENANT}:${key}`;
 }

@@ -4,7 +4,7 @@ import { base64url } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
 import { keyRing, type SigningAlg } from "./keys";
-import { allShards, issueId, parseId } from "./sharding";
+import { allShards, issueId, parseId } from "./router";
 import { shard } from "./stores";
 
 /** Claims Keyway puts in an access token besides the RFC 9068 ones: `sid` and `grant_id` drive revocation. */

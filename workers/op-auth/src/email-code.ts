@@ -10,7 +10,7 @@ import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
 import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
 import { deliverOtp, otpMessage } from "../../shared/mail/index";
-import { issueId, routeKey, routeKeyIn, shardAddress } from "../../shared/sharding";
+import { issueId, routeKey, routeKeyIn, shardAddress } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { pageError } from "./errors";

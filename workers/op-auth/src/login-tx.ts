@@ -1,8 +1,8 @@
 import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract";
-import { type Config, shardsIn } from "../../shared/config";
+import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
+import { currentGeneration, type ParsedId, shardsIn } from "../../shared/router";
 import { issueSealedId, openSealedId, sealOnto } from "../../shared/sealed-id";
-import { currentGeneration, type ParsedId } from "../../shared/sharding";
 
 /**
  * The login transaction: the validated authorization request and what the login's later steps need,

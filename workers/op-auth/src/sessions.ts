@@ -3,7 +3,7 @@ import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
 import { cookieName, getCookie } from "../../shared/http";
-import { type ParsedId, parseId } from "../../shared/sharding";
+import { type ParsedId, parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { isRevoked } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";

@@ -4,8 +4,8 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { withLiveShards } from "../../shared/live-shards";
 import { errorField, log } from "../../shared/log";
-import { type Placement, placementOf } from "../../shared/regions";
-import { currentGeneration } from "../../shared/sharding";
+
+import { currentGeneration, type Placement, placementOf } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { appendShardGeneration } from "./shards";
 

@@ -1,14 +1,13 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
-import { type Config, type ShardConfig, STORE_NAMES, type StoreName, shardsIn } from "../../shared/config";
+import { type Config, type ShardConfig, STORE_NAMES, type StoreName } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { forgetLiveGenerations } from "../../shared/live-shards";
-import { placementOf } from "../../shared/regions";
+import { allShards, currentGeneration, placementOf, shardsIn } from "../../shared/router";
 import { planFromRates, planShards } from "../../shared/shard-plan";
-import { allShards, currentGeneration } from "../../shared/sharding";
 import { shard } from "../../shared/stores";
 import { body } from "./validation";
 

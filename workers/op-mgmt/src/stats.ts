@@ -1,10 +1,10 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
-import { STORE_NAMES, shardsIn } from "../../shared/config";
+import { STORE_NAMES } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json, NO_STORE } from "../../shared/http";
 import { askPeers, isolateCounters } from "../../shared/isolate";
-import { allShards, currentGeneration, type ShardedStore, type ShardRef } from "../../shared/sharding";
+import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/router";
 import { shard } from "../../shared/stores";
 
 interface ShardStats {

@@ -6,11 +6,9 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { askPeers } from "../../shared/isolate";
 import { firstKeyStatements, forgetKeyRing } from "../../shared/keys";
+import { DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/router";
 import {
-  DEFAULT_TENANT,
   forgetTenant,
-  issuerOf,
-  TENANT_ID,
   type Tenant,
   type TenantRow,
   tenantFromRow,

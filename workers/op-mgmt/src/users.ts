@@ -6,7 +6,7 @@ import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { errorField, log } from "../../shared/log";
-import { keyShardsEverywhere, routeKey, shardAddress } from "../../shared/sharding";
+import { keyShardsEverywhere, routeKey, shardAddress } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { revokeUserEverywhere } from "../../shared/tokens";
 import { findUser, findUserByEmail, newUserId, type User } from "../../shared/users";

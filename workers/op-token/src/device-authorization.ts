@@ -5,9 +5,9 @@ import { sha256 } from "../../shared/crypto";
 import { DEVICE_GRANT, deviceShard, formatUserCode, newUserCode } from "../../shared/device";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
-import { issueId } from "../../shared/sharding";
+import { issueId, tenantScoped } from "../../shared/router";
 import { shard } from "../../shared/stores";
-import { tenantScoped } from "../../shared/tenants";
+
 import { corsClient } from "./cors";
 
 const OIDC_SCOPES = ["openid", "email", "profile", "offline_access"];

@@ -3,7 +3,7 @@ import { findClient } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
-import { parseId } from "../../shared/sharding";
+import { parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import {
   type AccessTokenClaims,

@@ -11,7 +11,7 @@ import { DEVICE_GRANT } from "../../shared/device";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
-import { issueId, parseId } from "../../shared/sharding";
+import { issueId, parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";

@@ -2,7 +2,7 @@ import { auditEmailKey } from "../audit";
 import type { Config } from "../config";
 import { seal, unseal } from "../crypto";
 import type { Env } from "../env";
-import { keyShardsEverywhere } from "../sharding";
+import { keyShardsEverywhere } from "../router";
 import { shard } from "../stores";
 import { type OtpMessage, renderOtpMail } from "./message";
 import { outboxSealMaterial } from "./outbox";

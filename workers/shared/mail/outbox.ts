@@ -1,5 +1,5 @@
-import type { MailOutbox } from "../../../durable-objects/contract";
-import { type Routing, routeKey, shardAddress } from "../sharding";
+import type { MailOutbox } from "../../../durable-objects/namespaces";
+import { type Routing, routeKey, shardAddress } from "../router";
 import { shardNamed } from "../stores";
 
 /** The MailOutbox shard of an address, by the HMAC of its email. */

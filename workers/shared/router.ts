@@ -1,26 +1,38 @@
 import { createHmac } from "node:crypto";
-import { type Config, type ShardConfig, type StoreName, shardsIn } from "./config";
+import {
+  type Config,
+  type Generations,
+  type ShardConfig,
+  type ShardedName,
+  type StoreName,
+  shardConfig,
+} from "./config";
 import { base64url, randomToken, timingSafeEqualString } from "./crypto";
-import { GLOBAL_REGION, type Placement, placementOf } from "./regions";
+import { GLOBAL_REGION, type Jurisdiction, type LocationHint, type RegionConfig } from "./regions";
 
 /** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
 export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom" | "regions">;
 
 /**
- * The one shard router for every store.
+ * The router: the one module that knows where anything Keyway issues lives. It owns the tenant a
+ * request is for (by host or `/t/<tenant>` path), the region a login is placed in (REGIONS), each
+ * region's generations and shard counts (SHARDS and the live generations), the shard of a key, and
+ * the id codec. config.ts only parses; everything that routes is here.
  *
  * A store's shard for a key is `fnv1a(key) mod count`, where count is the store's shard count in a
- * region's current generation (the last entry of its list, workers/shared/config.ts shardsIn). Every
- * id a store issues carries the region, generation and shard it was placed in:
- * `<prefix>_<region>_<gen>_<shard>_<secret>`. An existing id is routed by what it carries, never by
- * today's count or today's region table, so raising a count (appending a generation) or moving a
- * country to another region leaves live state where it is while new ids go to the new place.
- * An id naming a region the config no longer has is refused like a made-up one, never re-routed.
- * Ids from before regions (`<prefix>_<gen>_<shard>_<secret>`) are ids of the `global` region.
+ * region's current generation (the last entry of its list, `shardsIn`). Every id a store issues
+ * carries the tenant (unless `default`), region, generation and shard it was placed in:
+ * `<prefix>_[<tenant>~]<region>_<gen>_<shard>_<secret>`. An existing id is routed by what it carries,
+ * never by today's count or today's region table, so raising a count (appending a generation) or
+ * moving a country to another region leaves live state where it is while new ids go to the new place.
+ * An id naming a region the config no longer has, or another tenant, is refused like a made-up one,
+ * never re-routed. Ids from before regions (`<prefix>_<gen>_<shard>_<secret>`) are ids of the
+ * `global` region.
  *
  * The secret is 128 random bits and a 128-bit MAC over the whole id (HMAC-SHA-256 under
  * OTP_HMAC_SECRET, `id:` domain): an id no Keyway issued is refused where it is parsed, before any
- * storage call, so made-up ids cannot be aimed at a chosen shard (issue 17).
+ * storage call, so made-up ids cannot be aimed at a chosen shard (issue 17), nor an id moved to
+ * another tenant (issue 23).
  */
 
 export interface ShardRef {
@@ -146,7 +158,7 @@ export type IdCodec = Pick<Config, "SHARDS" | "REGIONS" | "OTP_HMAC_SECRET"> & {
 };
 
 const tenantPart = (codec: IdCodec) =>
-  codec.TENANT === undefined || codec.TENANT === "default" ? "" : `${codec.TENANT}~`;
+  codec.TENANT === undefined || codec.TENANT === DEFAULT_TENANT ? "" : `${codec.TENANT}~`;
 
 function idMac(codec: IdCodec, body: string): string {
   return base64url(createHmac("sha256", codec.OTP_HMAC_SECRET).update(`id:${body}`).digest().subarray(0, 16));
@@ -225,4 +237,177 @@ export function keyShardsEverywhere(routing: Routing, store: ShardedStore, key: 
   return Object.keys(routing.REGIONS.regions).flatMap((region) =>
     shardsIn(routing.SHARDS, region)[store].map((_, gen) => routeKeyIn(routing, store, key, gen, region) as ShardRef),
   );
+}
+
+// ---- Regions: where a login's objects are placed (the REGIONS table is parsed by regions.ts).
+
+/** What routing needs to know of a region: where its objects are created. */
+export interface Placement {
+  region: string;
+  hint?: LocationHint;
+  jurisdiction?: Jurisdiction;
+}
+
+export function placementOf(regions: RegionConfig, region: string): Placement | null {
+  const r = regions.regions[region];
+  if (!r) return null;
+  return { region, ...(r.hint ? { hint: r.hint } : {}), ...(r.jurisdiction ? { jurisdiction: r.jurisdiction } : {}) };
+}
+
+/** The part of `request.cf` placement reads. */
+export interface RequestGeo {
+  country?: string | null;
+  continent?: string | null;
+}
+
+/**
+ * The region a new login (or device request, or machine token) is placed in: residency, then the
+ * country table, then the continent table, then the default. Cloudflare sets `cf.country` to `T1`
+ * for Tor and `XX` when unknown; neither is in a table, so both take the continent or the default.
+ */
+export function regionFor(regions: RegionConfig, geo: RequestGeo | undefined): string {
+  const country = typeof geo?.country === "string" ? geo.country.toUpperCase() : undefined;
+  if (country && regions.residency && regions.resident.has(country)) return regions.residency.region;
+  if (country && regions.countries[country]) return regions.countries[country];
+  const continent = typeof geo?.continent === "string" ? geo.continent.toUpperCase() : undefined;
+  const byContinent = continent ? regions.continents[continent as keyof RegionConfig["continents"]] : undefined;
+  return byContinent ?? regions.default;
+}
+
+/** The geography Cloudflare put on a request (absent locally, where the dev gateway may set it). */
+export function requestGeo(req: Request): RequestGeo | undefined {
+  const cf = (req as { cf?: { country?: unknown; continent?: unknown } }).cf;
+  if (!cf) return undefined;
+  return {
+    country: typeof cf.country === "string" ? cf.country : null,
+    continent: typeof cf.continent === "string" ? cf.continent : null,
+  };
+}
+
+// ---- Generations: each region's shard counts, and the live ones appended through the admin API.
+
+const inRegion = new WeakMap<ShardConfig, Map<string, ShardConfig>>();
+
+/**
+ * The counts a region's shards follow: its own list for a store SHARDS.regions gives it, the default
+ * list (live generations included) for every other store.
+ */
+export function shardsIn(shards: ShardConfig, region: string): ShardConfig {
+  const own = shards.regions[region];
+  if (!own) return shards;
+  let byRegion = inRegion.get(shards);
+  if (!byRegion) {
+    byRegion = new Map();
+    inRegion.set(shards, byRegion);
+  }
+  const hit = byRegion.get(region);
+  if (hit) return hit;
+  const names = Object.keys(shards) as ShardedName[];
+  const lists = Object.fromEntries(
+    names.map((n) => [n, own[n] ?? { counts: shards[n], from: [...shards.issueFrom[n]] }]),
+  ) as Record<ShardedName, Generations>;
+  const out = shardConfig(lists, {});
+  byRegion.set(region, out);
+  return out;
+}
+
+/**
+ * SHARDS with generations appended (live ones, from D1): counts and issue times after each store's
+ * own. The result is a ShardConfig like the parsed one.
+ */
+export function withGenerations(
+  base: ShardConfig,
+  extra: { store: StoreName; shards: number; issue_from: number }[],
+): ShardConfig {
+  const names = Object.keys(base) as ShardedName[];
+  const counts = Object.fromEntries(names.map((n) => [n, [...base[n]]])) as Record<string, number[]>;
+  const from = Object.fromEntries(names.map((n) => [n, [...base.issueFrom[n]]])) as Record<string, number[]>;
+  for (const g of extra) {
+    (counts[g.store] as number[]).push(g.shards);
+    (from[g.store] as number[]).push(g.issue_from);
+  }
+  const lists = Object.fromEntries(
+    names.map((n) => [n, { counts: counts[n] as number[], from: from[n] as number[] }]),
+  ) as Record<ShardedName, Generations>;
+  return shardConfig(lists, base.regions as Record<string, Partial<Record<ShardedName, Generations>>>);
+}
+
+// ---- Tenants: which tenant a request is for, and the keys that are per tenant (docs/tenants.md).
+
+export const DEFAULT_TENANT = "default";
+export const TENANT_ID = /^[a-z0-9-]{2,40}$/;
+
+/** Where a request's tenant came from: the origin's own paths, a `/t/<id>` prefix, or a custom host. */
+export interface TenantRoute {
+  tenant: string;
+  via: "origin" | "path" | "host";
+  /** The path with any `/t/<id>` prefix removed: what the Worker routes on. */
+  path: string;
+}
+
+const TENANT_PATH = /^\/t\/([^/]*)(\/.*)?$/;
+
+/** The path part of a URL string, without parsing the whole URL (routing runs on every request). */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("://") + 3);
+  if (start < 0) return "/";
+  const q = url.indexOf("?", start);
+  const h = url.indexOf("#", start);
+  const end = Math.min(q < 0 ? url.length : q, h < 0 ? url.length : h);
+  return url.slice(start, end);
+}
+
+function hostOf(url: string): string {
+  const start = url.indexOf("://") + 3;
+  const end = url.indexOf("/", start);
+  return url.slice(start, end < 0 ? undefined : end).toLowerCase();
+}
+
+/**
+ * A request's tenant by its URL: a host TENANT_HOSTS maps, else `/t/<id>/...`, else the origin's own
+ * (`default`). A `/t/` segment that is not a tenant id routes as an unknown tenant (404 later), never
+ * as the default's path.
+ */
+export function tenantRouteOf(url: string, hosts: Readonly<Record<string, string>>): TenantRoute {
+  const path = pathOf(url);
+  const mapped = hosts[hostOf(url)];
+  if (mapped !== undefined) return { tenant: mapped, via: "host", path };
+  const m = TENANT_PATH.exec(path);
+  if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
+  return { tenant: m[1] as string, via: "path", path: m[2] ?? "/" };
+}
+
+/**
+ * The admin API's tenant: `/admin/v1/tenants/<id>/<resource...>` is the resource route of that
+ * tenant (`/admin/v1/<resource...>` for the Worker's router); every other admin path is the
+ * platform's own, and its resource routes are the `default` tenant's.
+ */
+const ADMIN_TENANT_PATH = /^\/admin\/v1\/tenants\/([^/]+)(\/.+)$/;
+export function adminTenantRouteOf(url: string): TenantRoute {
+  const path = pathOf(url);
+  const m = ADMIN_TENANT_PATH.exec(path);
+  if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
+  return { tenant: m[1] as string, via: "path", path: `/admin/v1${m[2]}` };
+}
+
+/** The issuer of a tenant: the deployment's for `default`, its custom host, or `<origin>/t/<id>`. */
+export function issuerOf(config: Pick<Config, "ISSUER" | "TENANT_HOSTS">, tenant: string): string {
+  if (tenant === DEFAULT_TENANT) return config.ISSUER;
+  const host = hostedAt(config, tenant);
+  if (host) return `${new URL(config.ISSUER).protocol}//${host}`;
+  return `${config.ISSUER}/t/${tenant}`;
+}
+
+/** The custom host a tenant is served at, if TENANT_HOSTS maps one to it. */
+export function hostedAt(config: Pick<Config, "TENANT_HOSTS">, tenant: string): string | undefined {
+  for (const [host, t] of Object.entries(config.TENANT_HOSTS)) if (t === tenant) return host;
+  return undefined;
+}
+
+/**
+ * Keys that hold per address or per user code, per tenant: the default tenant's are what they were
+ * before tenants (state written then keeps its meaning), another tenant's are prefixed by its id.
+ */
+export function tenantScoped(config: Pick<Config, "TENANT">, key: string): string {
+  return config.TENANT === DEFAULT_TENANT ? key : `${config.TENANT}:${key}`;
 }
