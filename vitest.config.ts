@@ -57,6 +57,10 @@ export default defineConfig(async () => {
           test: {
             name: "workers",
             include: ["test/**/*.test.ts"],
+            // A loaded 2-core CI machine runs some tests several times slower than a quiet one: no
+            // test relies on vitest's 5 s default (a test that must be fast measures it itself).
+            testTimeout: 30_000,
+            hookTimeout: 60_000,
             exclude: ["test/e2e/**"],
             setupFiles: ["./test/support/setup.ts"],
             globalSetup: ["./test/support/global-setup.ts"],

@@ -15,9 +15,9 @@ export interface E2EStack {
   dispose(): Promise<void>;
 }
 
-export async function startE2EStack(): Promise<E2EStack> {
+export async function startE2EStack(extraVars: Record<string, string> = {}): Promise<E2EStack> {
   const tmp = mkdtempSync(join(tmpdir(), "keyway-e2e-"));
-  const vars = generateSecrets();
+  const vars = { ...generateSecrets(), ...extraVars };
   let stack: Stack | undefined;
   try {
     stack = await startStack({
