@@ -65,8 +65,13 @@ describe("the tenants admin API", () => {
   it("a tenant's policy and name reach its pages and tokens", async () => {
     const t = await createTenant({ name: "Globex", policy: { access_token_ttl_seconds: 120 } });
     const client = await registerTenantClient(t.id);
-    const { tokens } = await tenantFullLogin(t.id, client);
+    const { tokens, email } = await tenantFullLogin(t.id, client);
     expect(tokens.expires_in).toBe(120);
+    // The mail names the tenant's product and its issuer.
+    const mail = await call(at(t.id, `/__dev/mailbox/${encodeURIComponent(email)}`));
+    const [message] = ((await mail.json()) as { messages: { subject: string; text: string }[] }).messages;
+    expect(message?.subject).toContain("Globex sign-in code");
+    expect(message?.text).toContain(t.issuer);
     const page = await call(
       at(
         t.id,
