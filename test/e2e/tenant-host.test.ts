@@ -1,6 +1,6 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createE2ETenant, type E2EStack, startE2EStack } from "./support.js";
+import { type E2EStack, startE2EStack } from "./support.js";
 
 /**
  * A tenant on a custom host (TENANT_HOSTS, issue 23), through the local gateway: requests to the stack

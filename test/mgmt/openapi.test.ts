@@ -39,7 +39,8 @@ describe("the admin API's OpenAPI document (issue 15 item 6)", () => {
     // Every tenant resource is documented under a tenant; the platform's own are not.
     for (const op of ["get /clients", "post /users/import", "get /audit", "post /keys/rotate", "post /admin-keys"])
       expect(documented).toContain(op.replace(" /", " /admin/v1/tenants/{tenant}/"));
-    expect(documented).not.toContain("get /admin/v1/tenants/{tenant}/shards");
+    expect(documented).not.toContain("post /admin/v1/tenants/{tenant}/shards");
+    expect(documented).toContain("get /admin/v1/tenants/{tenant}/shards");
     expect(documented).not.toContain("post /admin/v1/admin-keys");
     expect(served.length).toBeGreaterThanOrEqual(19);
     expect(doc.paths["/admin/v1/users/{id}"]?.patch?.parameters).toEqual([

@@ -146,6 +146,8 @@ describe("the tenants admin API", () => {
     expect((await admin(`/tenants/${t.id}/clients`)).status).toBe(404);
     const reuse = await admin("/tenants", { method: "POST", json: { id: t.id, name: "again" } });
     expect(reuse.status).toBe(409);
+    // A second DELETE finishes whatever purge the first left (here nothing): 204, not 404.
+    expect((await admin(`/tenants/${t.id}`, { method: "DELETE" })).status).toBe(204);
   });
 
   it("unknown tenants and the default's /t/ path are 404", async () => {
@@ -186,8 +188,21 @@ describe("tenant-scoped admin keys", () => {
     for (const path of [`/tenants/${b.id}/clients`, "/clients", "/tenants", `/tenants/${a.id}`, "/shards", "/stats"])
       expect((await withKey(path)).status, path).toBe(401);
     // A tenant's route that is the platform's only stays 404 even for the platform token.
-    expect((await admin(`/tenants/${a.id}/shards`)).status).toBe(404);
+    expect((await admin(`/tenants/${a.id}/openapi.json`)).status).toBe(404);
+    expect(
+      (await admin(`/tenants/${a.id}/shards`, { method: "POST", json: { store: "session", shards: 4 } })).status,
+    ).toBe(404);
     expect((await admin("/admin-keys")).status).toBe(404);
+    // The deployment's shards, read-only, are a tenant's route too (CONTRACT §8: every §5 route).
+    expect((await withKey(`/tenants/${a.id}/shards`)).status).toBe(200);
+    // A key lists its tenant's keys but cannot mint more, nor revoke.
+    expect((await withKey(`/tenants/${a.id}/admin-keys`)).status).toBe(200);
+    const minted = await withKey(`/tenants/${a.id}/admin-keys`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "more" }),
+    });
+    expect(minted.status).toBe(403);
 
     expect((await admin(`/tenants/${a.id}/admin-keys/${id}`, { method: "DELETE" })).status).toBe(204);
     expect((await withKey(`/tenants/${a.id}/clients`)).status).toBe(401);
@@ -216,6 +231,10 @@ describe("a custom host per tenant (TENANT_HOSTS)", () => {
     expect((await call(at(t.id, "/.well-known/openid-configuration"), {}, e)).status).toBe(404);
     // Another tenant's path under the custom host is not served either.
     expect((await call(`http://${host}/t/${t.id}/token`, { method: "POST" }, e)).status).toBe(404);
+    // A host that names an inherited property of the map is no tenant's: the default tenant answers.
+    const odd = await call("http://constructor/.well-known/openid-configuration", {}, e);
+    expect(odd.status).toBe(200);
+    expect(((await odd.json()) as { issuer: string }).issuer).toBe(ISSUER);
   });
 });
 

@@ -289,3 +289,19 @@ describe("tenants: the MAC covers the tenant", () => {
     expect(calls).toBe(0);
   });
 });
+
+describe("tenants: CORS origins are a tenant's", () => {
+  it("a preflight at B for an origin only A's client registered is refused", async () => {
+    const [a, b] = [await createTenant(), await createTenant()];
+    const origin = `https://spa-${a.id}.example.com`;
+    await registerTenantClient(a.id, { token_endpoint_auth_method: "none", allowed_cors_origins: [origin] });
+    const preflight = (t: string) =>
+      call(at(t, "/token"), {
+        method: "OPTIONS",
+        headers: { Origin: origin, "Access-Control-Request-Method": "POST" },
+      });
+    expect((await preflight(a.id)).status).toBe(204);
+    expect((await preflight(b.id)).status).toBe(403);
+    expect((await preflight("default")).status).toBe(403);
+  });
+});

@@ -1,4 +1,5 @@
 import { type Context, Hono } from "hono";
+import { getPath as honoPath } from "hono/utils/url";
 import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
@@ -19,6 +20,8 @@ export type AppEnv = {
     region: string;
     /** The tenant the request's URL names, and the path the Worker routes on (tenants.ts). */
     tenantRoute: TenantRoute;
+    /** op-mgmt: who called, the platform's admin token or a tenant's admin key. */
+    adminCaller?: "platform" | "tenant-key";
   };
 };
 
@@ -52,7 +55,10 @@ export function admitNewWork(c: Context<AppEnv>): void {
  */
 export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
   // The router sees the path without its tenant prefix: `/t/acme/token` routes as `/token`.
-  const app = new Hono<AppEnv>({ getPath: (req) => routeOf(mode, req.url, {}).path });
+  // Hono's own getPath first (it percent-decodes), then the prefix stripped from what it returns.
+  const app = new Hono<AppEnv>({
+    getPath: (req) => routeOf(mode, `http://path${honoPath(req)}`, {}).path,
+  });
   // Every response, errors included, names its request; every log line inside it carries the same id.
   app.use(async (c, next) => {
     const requestId = requestIdOf(c.req.raw);

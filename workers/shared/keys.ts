@@ -2,6 +2,8 @@ import { calculateJwkThumbprint, exportJWK, importJWK, type JWK } from "jose";
 import type { Config } from "./config";
 import { seal, unseal } from "./crypto";
 import type { Env } from "./env";
+import { unavailable } from "./errors";
+import { log } from "./log";
 
 /**
  * Signing keys. The bootstrap keys come from the SIGNING_KEY_* secrets; rotated keys live in D1's
@@ -137,7 +139,11 @@ async function buildRing(env: Env, config: KeyConfig, now: number): Promise<KeyR
     const active = published
       .filter((k) => k.alg === alg && k.activatesAt <= now && k.privateJwk)
       .sort((a, b) => b.activatesAt - a.activatesAt)[0];
-    if (!active?.privateJwk) throw new Error(`no active ${alg} signing key`);
+    // A tenant deleted a moment ago (its record still cached here) has no keys: retry, never 500.
+    if (!active?.privateJwk) {
+      log("error", "no active signing key", { tenant: config.TENANT, alg });
+      throw unavailable(30);
+    }
     signing[alg] = { kid: active.kid, alg, key: (await importJWK({ ...active.privateJwk, alg }, alg)) as CryptoKey };
   }
   return { signing, verification, jwks: { keys: [...verification.values()].map((v) => v.jwk) } };

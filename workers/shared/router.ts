@@ -370,8 +370,9 @@ function hostOf(url: string): string {
  */
 export function tenantRouteOf(url: string, hosts: Readonly<Record<string, string>>): TenantRoute {
   const path = pathOf(url);
-  const mapped = hosts[hostOf(url)];
-  if (mapped !== undefined) return { tenant: mapped, via: "host", path };
+  const host = hostOf(url);
+  // Own properties only: a Host of `constructor` is no tenant's.
+  if (Object.hasOwn(hosts, host)) return { tenant: hosts[host] as string, via: "host", path };
   const m = TENANT_PATH.exec(path);
   if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
   return { tenant: m[1] as string, via: "path", path: m[2] ?? "/" };

@@ -127,7 +127,9 @@ export async function loadTenant(env: Env, config: Config, id: string, now = Dat
     }
     throw unavailable(1);
   }
-  if (records.size >= MAX_CACHED) records.clear();
+  // The oldest entry goes first (a Map keeps insertion order): made-up ids cannot flush the live tenants.
+  records.delete(id);
+  if (records.size >= MAX_CACHED) records.delete(records.keys().next().value as string);
   records.set(id, { tenant, until: now + config.POLICY.tenant_cache_seconds * 1000 });
   return tenant;
 }

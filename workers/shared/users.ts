@@ -1,5 +1,6 @@
 import { randomToken } from "./crypto";
 import type { Env } from "./env";
+import { OAuthError } from "./errors";
 
 export interface User {
   id: string;
@@ -31,13 +32,16 @@ export async function findUser(env: Env, tenant: string, id: string): Promise<Us
 export async function findOrCreateUser(env: Env, tenant: string, email: string, now: number): Promise<User> {
   const existing = await findUserByEmail(env, tenant, email);
   if (existing) return existing;
+  // Only into a tenant that stands: an isolate may still hold a deleted tenant's record for a few
+  // seconds, and no user may be created behind its purge (the default tenant has no row).
   const created = await env.DB.prepare(
-    `INSERT INTO users (id, tenant, email, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+    `INSERT INTO users (id, tenant, email, created_at, updated_at)
+     SELECT ?, ?, ?, ?, ? WHERE ? = 'default' OR EXISTS (SELECT 1 FROM tenants WHERE id = ? AND status = 'active')
      ON CONFLICT(tenant, email) DO UPDATE SET email = email RETURNING *`,
   )
-    .bind(newUserId(), tenant, email, now, now)
+    .bind(newUserId(), tenant, email, now, now, tenant, tenant)
     .first<User>();
-  if (!created) throw new Error("user upsert returned no row");
+  if (!created) throw new OAuthError("access_denied", "this tenant does not take sign-ups now");
   return created;
 }
 

@@ -221,7 +221,8 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     path: "/admin/v1/shards",
     summary: "Each store's generations and shard counts",
     handler: listShards,
-    scope: "platform",
+    // CONTRACT §8: every §5 route is also under a tenant; the shards are the deployment's, shared by all.
+    scope: "tenant",
   },
   {
     method: "post",

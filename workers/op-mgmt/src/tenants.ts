@@ -126,7 +126,8 @@ export async function createTenant(c: Context<AppEnv>): Promise<Response> {
       throw new OAuthError("conflict", "a tenant with this id exists");
     throw err;
   }
-  forgetTenant(input.id);
+  // Isolates that were asked for this id before it existed forget that it did not.
+  await forgetTenantEverywhere(c, input.id);
   return json(publicTenant(c, await readTenant(c, input.id)), 201);
 }
 
@@ -189,11 +190,17 @@ const DELETE_BATCH = 5_000;
 export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
   const id = c.req.param("tenant") ?? "";
   if (id === DEFAULT_TENANT) throw new OAuthError("invalid_request", DEFAULT_IS_CONFIG);
-  await readTenant(c, id);
-  await c.env.DB.prepare("UPDATE tenants SET status = 'deleted', settings = '{}', updated_at = ? WHERE id = ?")
-    .bind(Date.now(), id)
-    .run();
-  await forgetTenantEverywhere(c, id);
+  const row = TENANT_ID.test(id)
+    ? await c.env.DB.prepare("SELECT status FROM tenants WHERE id = ?").bind(id).first<{ status: string }>()
+    : null;
+  if (!row) throw new OAuthError("not_found", "no such tenant");
+  // A DELETE of a deleted tenant finishes the purge an earlier one did not (a limit hit, a retry).
+  if (row.status !== "deleted") {
+    await c.env.DB.prepare("UPDATE tenants SET status = 'deleted', settings = '{}', updated_at = ? WHERE id = ?")
+      .bind(Date.now(), id)
+      .run();
+    await forgetTenantEverywhere(c, id);
+  }
   for (const table of ["users", "clients", "signing_keys", "admin_keys"] as const) {
     const key = table === "clients" ? "client_id" : table === "signing_keys" ? "kid" : "id";
     for (;;) {
@@ -229,9 +236,19 @@ function scopedTenant(c: Context<AppEnv>): string {
   return route.tenant;
 }
 
+/**
+ * Admin keys are made and revoked with the platform token only: a leaked key cannot mint the keys
+ * that would outlive its own revocation. A tenant's key may list them.
+ */
+function requirePlatform(c: Context<AppEnv>): void {
+  if (c.get("adminCaller") !== "platform")
+    throw new OAuthError("forbidden", "admin keys are created and revoked with the platform admin token");
+}
+
 /** `POST /admin/v1/tenants/{id}/admin-keys`: a key that opens that tenant's routes only; shown once. */
 export async function createAdminKey(c: Context<AppEnv>): Promise<Response> {
   const tenant = scopedTenant(c);
+  requirePlatform(c);
   const input = await body(c, adminKeyInput);
   const key = `${KEY_PREFIX}${randomToken(32)}`;
   const id = `kak_${randomToken(12)}`;
@@ -255,6 +272,7 @@ export async function listAdminKeys(c: Context<AppEnv>): Promise<Response> {
 /** `DELETE /admin/v1/tenants/{id}/admin-keys/{key_id}`: revoked at once (keys are checked in D1 on every call). */
 export async function revokeAdminKey(c: Context<AppEnv>): Promise<Response> {
   const tenant = scopedTenant(c);
+  requirePlatform(c);
   const { meta } = await c.env.DB.prepare(
     "UPDATE admin_keys SET revoked_at = ? WHERE id = ? AND tenant = ? AND revoked_at IS NULL",
   )
@@ -279,13 +297,17 @@ const unauthorized = () =>
 export async function requireAdminOrTenantKey(c: Context<AppEnv>, next: Next): Promise<void> {
   const m = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "");
   const presented = m?.[1] ?? "";
-  if (m && timingSafeEqualString(presented, c.get("config").ADMIN_TOKEN)) return next();
+  if (m && timingSafeEqualString(presented, c.get("config").ADMIN_TOKEN)) {
+    c.set("adminCaller", "platform");
+    return next();
+  }
   const route = c.get("tenantRoute");
   if (!presented.startsWith(KEY_PREFIX) || presented.length > 100 || route.via !== "path") throw unauthorized();
   const row = await c.env.DB.prepare("SELECT tenant FROM admin_keys WHERE key_hash = ? AND revoked_at IS NULL")
     .bind(await hashKey(presented))
     .first<{ tenant: string }>();
   if (!row || row.tenant !== route.tenant) throw unauthorized();
+  c.set("adminCaller", "tenant-key");
   return next();
 }
 

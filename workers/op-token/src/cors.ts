@@ -50,17 +50,19 @@ const registered = new Map<string, { ok: boolean; until: number }>();
 async function originRegistered(env: Env, config: Config, origin: string): Promise<boolean> {
   if (origin.length > 300) return false;
   const now = Date.now();
-  const hit = registered.get(origin);
+  // An origin is registered per tenant: a client of another tenant does not open this one (issue 23).
+  const key = `${config.TENANT} ${origin}`;
+  const hit = registered.get(key);
   if (hit && hit.until > now) return hit.ok;
   const row = await env.DB.prepare(
-    "SELECT 1 AS ok FROM clients, json_each(clients.allowed_cors_origins) AS o WHERE o.value = ? LIMIT 1",
+    "SELECT 1 AS ok FROM clients, json_each(clients.allowed_cors_origins) AS o WHERE clients.tenant = ? AND o.value = ? LIMIT 1",
   )
-    .bind(origin)
+    .bind(config.TENANT, origin)
     .first();
   const ok = row !== null;
   if (config.POLICY.client_cache_seconds > 0) {
     if (registered.size > 10_000) registered.clear();
-    registered.set(origin, { ok, until: now + config.POLICY.client_cache_seconds * 1000 });
+    registered.set(key, { ok, until: now + config.POLICY.client_cache_seconds * 1000 });
   }
   return ok;
 }
