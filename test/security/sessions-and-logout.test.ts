@@ -102,6 +102,27 @@ describe("logout: an ID token hint, or the person's own confirmation", () => {
     expect(await sessionLive(browser, client)).toBe(false);
   });
 
+  it("a cross-site logout with someone else's ID token as hint asks the person first (issue 27 item 6)", async () => {
+    const client = await registerClient();
+    const victim = await fullLogin(client);
+    // The attacker's own login at the same client: a valid ID token, of another session and user.
+    const attacker = await fullLogin(client);
+    const res = await victim.browser.fetch(
+      `/logout?${new URLSearchParams({ id_token_hint: attacker.tokens.id_token })}`,
+      { headers: { "Sec-Fetch-Site": "cross-site" } },
+    );
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('<form method="post" action="/logout">');
+    expect(await sessionLive(victim.browser, client)).toBe(true);
+    // The victim's own ID token still signs her out from anywhere.
+    const own = await victim.browser.fetch(
+      `/logout?${new URLSearchParams({ id_token_hint: victim.tokens.id_token })}`,
+      { headers: { "Sec-Fetch-Site": "cross-site" } },
+    );
+    expect(own.status).toBe(200);
+    expect(await sessionLive(victim.browser, client)).toBe(false);
+  });
+
   it("asks the person before a cross-site request without a hint ends the session; their post ends it", async () => {
     const client = await registerClient({ post_logout_redirect_uris: ["https://rp.example.com/bye"] });
     const { browser } = await fullLogin(client);

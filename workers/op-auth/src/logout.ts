@@ -10,7 +10,7 @@ import { shard } from "../../shared/stores";
 import { revokeInSidShard } from "../../shared/tokens";
 import { pageError, unreadable } from "./errors";
 import { confirmLogoutPage, messagePage } from "./login-page";
-import { SESSION_COOKIE, sessionCookie } from "./sessions";
+import { currentSession, SESSION_COOKIE, sessionCookie } from "./sessions";
 
 /**
  * RP-Initiated Logout 1.0, GET and POST (§2): ends the browser's session and revokes the tokens of
@@ -30,7 +30,7 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
     throw unreadable(err);
   }
 
-  let hint: { aud: string; sid?: string } | null = null;
+  let hint: Hint | null = null;
   if (params.id_token_hint) {
     hint = await verifyIdTokenHint(c, params.id_token_hint);
     if (!hint) throw pageError("Invalid request", "id_token_hint is not a token this issuer signed.");
@@ -50,8 +50,9 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
   }
 
   // Without an ID token of one of its logins, a request from another site (a link, an image, a form)
-  // does not end the session by itself: the person confirms with a post from this origin.
-  if (!hint && fromElsewhere(c.req.raw, config.ISSUER)) {
+  // does not end the session by itself: the person confirms with a post from this origin. Any valid ID
+  // token is not enough: it must be of this browser's session (its sid) or its user (issue 27 item 6).
+  if (fromElsewhere(c.req.raw, config.ISSUER) && !(hint && (await hintIsThisSession(c, hint)))) {
     const fields: Record<string, string> = {};
     for (const name of ["client_id", "post_logout_redirect_uri", "state"] as const)
       if (params[name] !== undefined) fields[name] = params[name];
@@ -91,8 +92,23 @@ function fromElsewhere(req: Request, issuer: string): boolean {
   return site === "cross-site" || site === "same-site" || (origin !== null && origin !== new URL(issuer).origin);
 }
 
+interface Hint {
+  aud: string;
+  sub: string;
+  sid?: string;
+}
+
+/**
+ * The hint names this browser's session (its sid) or its user; true too when the browser has no
+ * session: then only the hint's own login ends, which its holder may end anyway.
+ */
+async function hintIsThisSession(c: Context<AppEnv>, hint: Hint): Promise<boolean> {
+  const session = await currentSession(c.env, c.get("config"), c.req.raw);
+  return !session || session.sid === hint.sid || session.sub === hint.sub;
+}
+
 /** The hint may be expired (OIDC RP-Initiated Logout §2), but must carry our signature and issuer. */
-async function verifyIdTokenHint(c: Context<AppEnv>, token: string): Promise<{ aud: string; sid?: string } | null> {
+async function verifyIdTokenHint(c: Context<AppEnv>, token: string): Promise<Hint | null> {
   const config = c.get("config");
   try {
     const { kid } = decodeProtectedHeader(token);
@@ -107,8 +123,9 @@ async function verifyIdTokenHint(c: Context<AppEnv>, token: string): Promise<{ a
     // An ID token, not an access token (RFC 9068 §2.1 types those `at+jwt`), for a registered client.
     if (decodeProtectedHeader(token).typ?.toLowerCase().endsWith("at+jwt")) return null;
     const aud = Array.isArray(payload.aud) ? payload.aud[0] : payload.aud;
-    if (typeof aud !== "string" || !(await findClient(c.env, config, aud))) return null;
-    return typeof payload.sid === "string" ? { aud, sid: payload.sid } : { aud };
+    if (typeof aud !== "string" || typeof payload.sub !== "string" || !(await findClient(c.env, config, aud)))
+      return null;
+    return typeof payload.sid === "string" ? { aud, sub: payload.sub, sid: payload.sid } : { aud, sub: payload.sub };
   } catch {
     return null;
   }
