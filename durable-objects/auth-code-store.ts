@@ -39,7 +39,8 @@ export class AuthCodeStore extends ShardStore {
         interval_ms INTEGER NOT NULL,
         last_poll_at INTEGER NOT NULL DEFAULT 0,
         login TEXT,
-        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
+        expires_at INTEGER NOT NULL,
+        live_until INTEGER) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS device_grants_exp ON device_grants(expires_at)",
       // Wrong user codes typed on this shard, per minute and source: the bound on guessing them
       // (RFC 8628 §5.1). A first version counted per minute only; nothing reads it.
@@ -54,9 +55,26 @@ export class AuthCodeStore extends ShardStore {
     ];
   }
 
+  /**
+   * `device_grants.live_until`: when the request itself expires (`expires_in`); the row's `expires_at`
+   * (its sweep) is later by DEVICE_EXPIRED_ANSWER_MS, so a poll after expiry still finds it and answers
+   * `expired_token` (RFC 8628 §3.5), not `invalid_grant`. Rows from before the column: NULL, their
+   * `expires_at` is both.
+   */
+  protected override upgrades(): Record<string, string[]> {
+    return { device_grants: ["ALTER TABLE device_grants ADD COLUMN live_until INTEGER"] };
+  }
+
   protected expiringTables(): string[] {
     return ["spent_codes", "device_grants", "user_code_misses"];
   }
+
+  /** How long after its expiry a device request still answers `expired_token`. */
+  static readonly DEVICE_EXPIRED_ANSWER_MS = 10 * 60_000;
+  /** Polls up to this much early count as on time (a 5 s ticker fires a few ms early). */
+  static readonly POLL_JITTER_MS = 1_000;
+  /** `slow_down` grows the interval by 5 s (RFC 8628 §3.5), never beyond this. */
+  static readonly MAX_POLL_INTERVAL_MS = 60_000;
 
   /** Wrong user codes one source may type on this shard in a minute; then its lookups wait for the next. */
   static readonly USER_CODE_MISSES_PER_SOURCE = 20;
@@ -69,17 +87,18 @@ export class AuthCodeStore extends ShardStore {
   /** Records a device's request (RFC 8628 §3.2); false when the user code is taken (the Worker draws another). */
   async startDevice(a: StartDevice): Promise<boolean> {
     const cur = this.sql.exec(
-      `INSERT INTO device_grants (device_hash, user_code, client_id, scope, status, interval_ms, expires_at)
-       VALUES (?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING`,
+      `INSERT INTO device_grants (device_hash, user_code, client_id, scope, status, interval_ms, expires_at, live_until)
+       VALUES (?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT DO NOTHING`,
       a.deviceHash,
       a.userCode,
       a.clientId,
       a.scope,
       a.intervalMs,
+      a.expiresAt + AuthCodeStore.DEVICE_EXPIRED_ANSWER_MS,
       a.expiresAt,
     );
     if (cur.rowsWritten === 0) return false;
-    await this.expireAt(a.expiresAt);
+    await this.expireAt(a.expiresAt + AuthCodeStore.DEVICE_EXPIRED_ANSWER_MS);
     return true;
   }
 
@@ -104,7 +123,8 @@ export class AuthCodeStore extends ShardStore {
       return { status: "throttled", retry_after: Math.max(1, Math.ceil(((minute + 1) * 60_000 - now) / 1000)) };
     const row = this.sql
       .exec<{ client_id: string; scope: string; expires_at: number }>(
-        "SELECT client_id, scope, expires_at FROM device_grants WHERE user_code = ? AND status = 'pending' AND expires_at > ?",
+        `SELECT client_id, scope, COALESCE(live_until, expires_at) AS expires_at FROM device_grants
+         WHERE user_code = ? AND status = 'pending' AND COALESCE(live_until, expires_at) > ?`,
         userCode,
         now,
       )
@@ -125,7 +145,8 @@ export class AuthCodeStore extends ShardStore {
   /** The person approves (with their login) or denies the pending request; false when none is pending. */
   decideDevice(a: DecideDevice): boolean {
     const cur = this.sql.exec(
-      `UPDATE device_grants SET status = ?, login = ? WHERE user_code = ? AND status = 'pending' AND expires_at > ?`,
+      `UPDATE device_grants SET status = ?, login = ?
+       WHERE user_code = ? AND status = 'pending' AND COALESCE(live_until, expires_at) > ?`,
       a.approvedBy ? "approved" : "denied",
       a.approvedBy ? JSON.stringify(a.approvedBy) : null,
       a.userCode,
@@ -151,7 +172,8 @@ export class AuthCodeStore extends ShardStore {
           login: string | null;
           expires_at: number;
         }>(
-          "SELECT client_id, scope, status, interval_ms, last_poll_at, login, expires_at FROM device_grants WHERE device_hash = ?",
+          `SELECT client_id, scope, status, interval_ms, last_poll_at, login, COALESCE(live_until, expires_at) AS expires_at
+           FROM device_grants WHERE device_hash = ?`,
           a.deviceHash,
         )
         .toArray()[0];
@@ -165,8 +187,11 @@ export class AuthCodeStore extends ShardStore {
         this.sql.exec("UPDATE device_grants SET status = 'issued', login = NULL WHERE device_hash = ?", a.deviceHash);
         return { status: "approved", login: JSON.parse(row.login as string) as DeviceLogin, scope: row.scope };
       }
-      if (a.now - row.last_poll_at < row.interval_ms) {
-        const interval = row.interval_ms + 5_000;
+      if (a.now - row.last_poll_at < row.interval_ms - AuthCodeStore.POLL_JITTER_MS) {
+        const interval = Math.max(
+          row.interval_ms,
+          Math.min(row.interval_ms + 5_000, AuthCodeStore.MAX_POLL_INTERVAL_MS),
+        );
         this.sql.exec(
           "UPDATE device_grants SET interval_ms = ?, last_poll_at = ? WHERE device_hash = ?",
           interval,

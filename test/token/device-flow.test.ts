@@ -1,3 +1,4 @@
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   admin,
@@ -8,6 +9,7 @@ import {
   pinClock,
   policy,
   registerClient,
+  stubForId,
   type TestClient,
   type Tokens,
   uniqueEmail,
@@ -180,6 +182,39 @@ describe("device authorization grant (RFC 8628, issue 14)", () => {
     await expectError(await poll(client, late.device_code), "expired_token");
     const gone = await browser.fetch(`/device?user_code=${late.user_code}`);
     expect(gone.status).toBe(400);
+  });
+
+  it("keeps answering expired_token after the expiry sweep has run (issue 27 item 1, RFC 8628 §3.5)", async () => {
+    const at = pinClock();
+    const client = await deviceClient();
+    const started = await startDevice(client);
+    // Past expires_in, and the shard's alarm has swept what expired.
+    at(600_000 + 2_000);
+    await runDurableObjectAlarm(stubForId("code", started.device_code));
+    await expectError(await poll(client, started.device_code), "expired_token");
+    at(600_000 + 8_000);
+    await runDurableObjectAlarm(stubForId("code", started.device_code));
+    await expectError(await poll(client, started.device_code), "expired_token");
+    // A device code no one issued stays invalid_grant.
+    await expectError(await poll(client, `${started.device_code.slice(0, -4)}AAAA`), "invalid_grant");
+  });
+
+  it("tolerates a second of polling jitter, and caps how far slow_down grows the interval (issue 27 item 2)", async () => {
+    const at = pinClock();
+    const client = await deviceClient();
+    const started = await startDevice(client);
+    await expectError(await poll(client, started.device_code), "authorization_pending");
+    // x/oauth2 polls on a 5 s ticker that fires a few ms early: not too fast.
+    at(4_996);
+    await expectError(await poll(client, started.device_code), "authorization_pending");
+    // A device that keeps polling every second: slowed down, but never past 60 s between polls.
+    let last = "";
+    for (let i = 1; i <= 20; i++) {
+      at(4_996 + i * 1_000);
+      const res = await poll(client, started.device_code);
+      last = ((await res.json()) as { error_description: string }).error_description;
+    }
+    expect(last).toContain("60 s");
   });
 
   it("refuses wrong and malformed user codes, a decision from another origin, and a decision without a session", async () => {
