@@ -107,26 +107,49 @@ export const invalidRequest = (description: string) => new OAuthError("invalid_r
 export const unavailable = (retryAfter = 1) =>
   new OAuthError("temporarily_unavailable", "the service is busy, retry later", { retryAfter });
 
+/** What kind of temporary platform failure an error is, for the log line and the person's message. */
+export type PlatformErrorKind = "overloaded" | "storage" | "unreachable";
+
 /**
  * Durable Objects and D1 flag transient failures: `overloaded` (the object's queue is full),
- * `retryable` (reset or network blip), or D1's "overloaded"/"busy" messages. All become 503 with
- * Retry-After, never a retry loop inside Keyway.
+ * `retryable` (reset or network blip), or D1's "overloaded"/"busy" messages; and storage that cannot
+ * take a write now (SQLITE_FULL, READONLY, IOERR, CANTOPEN: a full or unwritable disk, issue 27 item
+ * 15), temporary from the caller's view. All become 503 with Retry-After, never a retry loop inside
+ * Keyway. Null for anything else.
  */
-export function isTransientPlatformError(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
+export function platformErrorKind(err: unknown): PlatformErrorKind | null {
+  if (!(err instanceof Error)) return null;
   const flags = err as Error & { overloaded?: boolean; retryable?: boolean; remote?: boolean };
-  if (flags.overloaded || flags.retryable) return true;
-  return /D1_ERROR|overloaded|Network connection lost|Durable Object reset|storage operation exceeded|exceeded its CPU|SQLITE_BUSY|database is locked|internal error/i.test(
-    err.message,
-  );
+  if (flags.overloaded || /overloaded|exceeded its CPU|storage operation exceeded/i.test(err.message))
+    return "overloaded";
+  if (/SQLITE_(FULL|READONLY|IOERR|CANTOPEN|BUSY)|disk is full|database is locked|readonly database/i.test(err.message))
+    return "storage";
+  if (flags.retryable || /D1_ERROR|Network connection lost|Durable Object reset|internal error/i.test(err.message))
+    return "unreachable";
+  return null;
 }
+
+export const isTransientPlatformError = (err: unknown): boolean => platformErrorKind(err) !== null;
+
+const KIND_MESSAGE: Record<PlatformErrorKind, string> = {
+  overloaded: "the service is busy, retry later",
+  storage: "storage cannot take this request now, retry later",
+  unreachable: "a part of the service could not be reached, retry later",
+};
 
 /** Renders any thrown value. Unexpected errors become `server_error` without details. */
 export function errorResponse(err: unknown): Response {
   let e: OAuthError;
-  if (err instanceof OAuthError) e = err;
-  else if (isTransientPlatformError(err)) e = unavailable(1);
-  else {
+  const kind = err instanceof OAuthError ? null : platformErrorKind(err);
+  if (err instanceof OAuthError) {
+    e = err;
+    // Load shedding and a store's own refusals: one line each too.
+    if (e.status === 503) log("warn", "request refused", { kind: "busy", error: e.description ?? e.code });
+  } else if (kind) {
+    // One line per refused request (its request id comes with every line), with what refused it.
+    log("warn", "request refused: platform error", { kind, error: errorField(err) });
+    e = new OAuthError("temporarily_unavailable", KIND_MESSAGE[kind], { retryAfter: kind === "storage" ? 30 : 1 });
+  } else {
     log("error", "unexpected error", { error: errorField(err, true) });
     e = new OAuthError("server_error", "internal error");
   }
