@@ -185,8 +185,26 @@ export async function rotateSigningKeys(
       .filter((r) => r.alg === alg && r.private_jwk_sealed)
       .sort((a, b) => b.activates_at - a.activates_at)[0];
     if (newest && newest.activates_at > now) continue; // a key is already waiting to take over
-    const newestCreated = newest?.created_at ?? 0;
-    if (onlyIfOlderThanMs !== undefined && newest && now - newestCreated < onlyIfOlderThanMs) continue;
+    let newestCreated = newest?.created_at ?? 0;
+    if (onlyIfOlderThanMs !== undefined && !newest) {
+      // Only the bootstrap key (a SIGNING_KEY_* secret): its age counts from the first run that saw
+      // it, recorded in a row without a private half (issue 27 item 19: a first start rotated at once).
+      const current = ringNow.signing[alg];
+      const seen = rows.find((r) => r.kid === current.kid);
+      if (!seen) {
+        const jwk = ringNow.verification.get(current.kid)?.jwk;
+        if (jwk)
+          statements.push(
+            env.DB.prepare(
+              `INSERT INTO signing_keys (kid, tenant, alg, public_jwk, private_jwk_sealed, created_at, activates_at)
+               VALUES (?, ?, ?, ?, NULL, ?, 0) ON CONFLICT(kid) DO NOTHING`,
+            ).bind(current.kid, config.TENANT, alg, JSON.stringify(jwk), now),
+          );
+        continue;
+      }
+      newestCreated = seen.created_at;
+    }
+    if (onlyIfOlderThanMs !== undefined && now - newestCreated < onlyIfOlderThanMs) continue;
 
     const pair = (await crypto.subtle.generateKey(GENERATE[alg], true, ["sign", "verify"])) as CryptoKeyPair;
     const privateJwk = await exportJWK(pair.privateKey);
