@@ -102,6 +102,14 @@ describe("userinfo (CONTRACT §3)", () => {
     expect(await (await userinfo(without.tokens.access_token)).json()).not.toHaveProperty("name");
   });
 
+  it("refuses a deleted client's access token (issue 27 item 12)", async () => {
+    const client = await registerClient();
+    const { tokens } = await fullLogin(client);
+    expect((await userinfo(tokens.access_token)).status).toBe(200);
+    expect((await admin(`/clients/${client.client_id}`, { method: "DELETE" })).status).toBe(204);
+    await expectInvalidToken(await userinfo(tokens.access_token));
+  });
+
   it("answers a missing, malformed, forged or expired token with 401 (G4, D8)", async () => {
     const client = await registerClient();
     const start = Date.now();

@@ -20,7 +20,12 @@ export async function userinfo(c: Context<AppEnv>): Promise<Response> {
   const token = await presentedToken(c.req.raw);
   const claims = await requireLiveAccessToken(c.env, config, token);
   const client = await findClient(c.env, config, claims.client_id);
-  if (client) corsClient(c, client);
+  // A deleted client's tokens stop here too, as at introspection (issue 27 item 12).
+  if (!client)
+    throw new OAuthError("invalid_token", "the client this token was issued to no longer exists", {
+      wwwAuthenticate: 'Bearer error="invalid_token"',
+    });
+  corsClient(c, client);
   const user = await findUser(c.env, config.TENANT, claims.sub);
   if (!userStillValid(user, claims.auth_time))
     throw new OAuthError("invalid_token", "the user no longer exists or was signed out", {
