@@ -173,4 +173,24 @@ describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () 
       "invalid_request",
     );
   });
+
+  it("says which check a refused assertion failed, without a Basic challenge (issue 27 item 4)", async () => {
+    const { client, key } = await keyClient();
+    const stranger = await keyPair("ES256");
+    const cases: [string, RegExp][] = [
+      [await assertion(client, key, { aud: `${ISSUER}/token` }), /aud must be the issuer identifier .* alone/],
+      [await assertion(client, key, { aud: [ISSUER, "https://other-as.example"] }), /aud must be the issuer/],
+      [await assertion(client, key, {}, -10), /expired/],
+      [await assertion(client, key, {}, 3600), /exp may be at most 300 s ahead/],
+      [await assertion(client, stranger), /signature does not verify/],
+    ];
+    for (const [value, described] of cases) {
+      const res = await post("/token", withAssertion(value, { grant_type: "client_credentials" }));
+      expect(res.status).toBe(401);
+      expect(res.headers.get("www-authenticate")).toBeNull();
+      const body = (await res.json()) as { error: string; error_description: string };
+      expect(body.error).toBe("invalid_client");
+      expect(body.error_description).toMatch(described);
+    }
+  });
 });

@@ -97,9 +97,17 @@ export async function hashClientSecret(secret: string): Promise<string> {
 const basicChallenge = 'Basic realm="keyway", charset="UTF-8"';
 
 function invalidClient(description = "client authentication failed"): OAuthError {
-  // RFC 6749 §5.2: 401, with the challenge of the scheme the token endpoint takes (Basic), whichever
-  // method the client tried.
+  // RFC 6749 §5.2: 401, with the challenge of the scheme the token endpoint takes (Basic), for the
+  // methods that send a secret.
   return new OAuthError("invalid_client", description, { status: 401, wwwAuthenticate: basicChallenge });
+}
+
+/**
+ * A failed private_key_jwt authentication: 401 without a Basic challenge (RFC 6749 §5.2 asks for the
+ * scheme the client used, and an assertion is no HTTP authentication scheme; issue 27 item 4).
+ */
+function invalidAssertion(description: string): OAuthError {
+  return new OAuthError("invalid_client", description, { status: 401 });
 }
 
 /**
@@ -182,8 +190,14 @@ const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
  * (RFC 7523bis: an audience naming an endpoint, or several audiences, lets another authorization
  * server the client trusts replay the assertion here). Null otherwise.
  */
-async function verifyAssertion(config: Config, client: Client, assertion: string): Promise<JWTPayload | null> {
-  if (client.token_endpoint_auth_method !== "private_key_jwt" || !client.jwks) return null;
+async function verifyAssertion(
+  config: Config,
+  client: Client,
+  assertion: string,
+): Promise<{ payload: JWTPayload } | { problem: string }> {
+  if (client.token_endpoint_auth_method !== "private_key_jwt" || !client.jwks)
+    return { problem: "the client does not authenticate with private_key_jwt" };
+  const audOnly = `its aud must be the issuer identifier ${config.ISSUER} alone`;
   try {
     const { payload } = await jwtVerify(assertion, createLocalJWKSet(client.jwks as JSONWebKeySet), {
       algorithms: ["RS256", "ES256"],
@@ -194,9 +208,19 @@ async function verifyAssertion(config: Config, client: Client, assertion: string
     });
     const aud = payload.aud;
     const single = typeof aud === "string" ? aud : Array.isArray(aud) && aud.length === 1 ? aud[0] : undefined;
-    return single === config.ISSUER ? payload : null;
-  } catch {
-    return null;
+    return single === config.ISSUER ? { payload } : { problem: `client_assertion is refused: ${audOnly}` };
+  } catch (err) {
+    // Which check failed, so a client that got one wrong can tell (issue 27 item 4); never a key detail.
+    const code = (err as { code?: string }).code;
+    const claim = (err as { claim?: string }).claim;
+    if (code === "ERR_JWT_EXPIRED") return { problem: "client_assertion has expired" };
+    if (code === "ERR_JWT_CLAIM_VALIDATION_FAILED" && claim === "aud")
+      return { problem: `client_assertion is refused: ${audOnly}` };
+    if (code === "ERR_JWT_CLAIM_VALIDATION_FAILED" && (claim === "iss" || claim === "sub"))
+      return { problem: "client_assertion is refused: its iss and sub must be the client_id" };
+    if (code === "ERR_JWT_CLAIM_VALIDATION_FAILED")
+      return { problem: `client_assertion is refused: ${claim ?? "a claim"} is missing or invalid` };
+    return { problem: "client_assertion is refused: its signature does not verify with the client's registered keys" };
   }
 }
 /** How far ahead an assertion may expire: it is remembered (single use) until then. */
@@ -217,24 +241,28 @@ async function authenticateByAssertion(env: Env, config: Config, form: Record<st
   try {
     claimed = decodeJwt(assertion).sub;
   } catch {
-    throw invalidClient("client_assertion is not a JWT");
+    throw invalidAssertion("client_assertion is not a JWT");
   }
   const clientId = form.client_id ?? claimed;
-  if (!clientId || (claimed !== undefined && claimed !== clientId)) throw invalidClient();
+  if (!clientId || (claimed !== undefined && claimed !== clientId))
+    throw invalidAssertion("client_assertion's sub must be the client_id");
+  const unknown = { problem: "client authentication failed" };
   let client = await findClient(env, config, clientId);
-  let payload = client ? await verifyAssertion(config, client, assertion) : null;
+  let verified = client ? await verifyAssertion(config, client, assertion) : unknown;
   // A cached registration may predate a key rotation: a failure is checked against D1 once more, so a
-  // new key works at once and a removed one stops at once in every isolate.
-  if (!payload && config.POLICY.client_cache_seconds > 0) {
+  // new key works at once in every isolate.
+  if ("problem" in verified && config.POLICY.client_cache_seconds > 0) {
     forgetClient(clientId);
     client = await findClient(env, config, clientId);
-    payload = client ? await verifyAssertion(config, client, assertion) : null;
+    verified = client ? await verifyAssertion(config, client, assertion) : unknown;
   }
-  if (!client || !payload) throw invalidClient("client_assertion is invalid or expired");
+  if (!client || "problem" in verified)
+    throw invalidAssertion("problem" in verified ? verified.problem : unknown.problem);
+  const { payload } = verified;
   const now = Math.floor(Date.now() / 1000);
   const exp = payload.exp as number;
   if (exp > now + MAX_ASSERTION_SECONDS)
-    throw invalidClient(`client_assertion may live at most ${MAX_ASSERTION_SECONDS} s`);
+    throw invalidAssertion(`client_assertion is refused: its exp may be at most ${MAX_ASSERTION_SECONDS} s ahead`);
   // Used once: recorded on the revocation shard the key hashes to in the home region (one place
   // whatever region the request came through), in the current generation and, for the assertion's
   // lifetime after a generation switch, in the one before, where a use just before the switch was
@@ -254,7 +282,7 @@ async function authenticateByAssertion(env: Env, config: Config, form: Record<st
     }),
   );
   const fresh = used.every(Boolean);
-  if (!fresh) throw invalidClient("client_assertion was used before");
+  if (!fresh) throw invalidAssertion("client_assertion was used before");
   return client;
 }
 
