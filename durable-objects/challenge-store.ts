@@ -346,7 +346,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         )
         .toArray()[0];
       const live = c !== undefined && c.expires_at > now && c.attempts < p.otp_max_attempts;
-      if (!live) return { status: "invalid" };
+      if (!live) return { status: "invalid", counted: false };
       if (timingSafeEqualString(c.code_mac, a.codeMac)) {
         // Signed in: every pending code of the address goes, this login's and any other's.
         this.sql.exec("DELETE FROM otp_codes WHERE email_key = ?", emailKey);
@@ -394,7 +394,8 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         this.#saveHomeReport(emailKey, { ...r, home: a.home, unreported: r.unreported + 1 }, now);
         owed = true;
       }
-      return { status: "invalid" };
+      const locks = this.#lockedFor(l, { failures: source.failures + 1, until: source.until }, p, now, null) > 0;
+      return { status: "invalid", counted: true, locks };
     });
     if (owed) {
       // Should the report below fail or be cut off, the alarm retries it.

@@ -125,7 +125,12 @@ export interface KnownUser {
 
 export type VerifyResult =
   | { status: "ok"; user: KnownUser | null }
-  | { status: "invalid" }
+  /**
+   * `counted`: a wrong code against a live code, counted against the address (false when there was no
+   * live code to try); `locks`: that failure locked the address (issue 27 item 10: only these are
+   * audit rows, so requests against addresses with no code write nothing).
+   */
+  | { status: "invalid"; counted?: boolean; locks?: boolean }
   | { status: "locked"; retry_after: number };
 
 /** Wrong codes from another region, and whether a sign-in there cleared them, told to the address's home shard (issue 12). */

@@ -175,11 +175,24 @@ describe("audit trail", () => {
     const browser = new Browser({ env: testEnv });
     const tx = await browser.startLogin(client, (await pkce()).challenge);
     expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
-    for (const expected of [400, 400, 429])
+    for (const expected of [400, 400, 429, 429])
       expect((await browser.postJson("/email-code/verify", { tx, email, code: "000000" })).status).toBe(expected);
     await flushAll();
+    // The first wrong code, then the one that locked; tries at the locked address write nothing.
     const kinds = (await list(`email=${encodeURIComponent(email)}`)).events.map((e) => e.kind);
-    expect(kinds).toEqual(["lockout", "code_failed", "code_failed", "code_sent"]);
+    expect(kinds).toEqual(["lockout", "code_failed", "code_sent"]);
+  });
+
+  it("writes nothing for wrong codes at an address no code was sent to (issue 27 item 10)", async () => {
+    const client = await registerClient();
+    const victim = uniqueEmail("victim");
+    const { Browser, pkce } = await import("../support/harness");
+    const browser = new Browser();
+    const tx = await browser.startLogin(client, (await pkce()).challenge);
+    for (let i = 0; i < 20; i++)
+      expect((await browser.postJson("/email-code/verify", { tx, email: victim, code: "123456" })).status).toBe(400);
+    await flushAll();
+    expect((await list(`email=${encodeURIComponent(victim)}`)).events).toEqual([]);
   });
 
   it("buffers a burst and writes it in one flush; a restart of the buffer loses nothing", async () => {

@@ -52,7 +52,7 @@ describe("ChallengeStore", () => {
     });
     expect(await verify(s, ek, "tx1", "mac-right", T0 + 1000, P)).toEqual({ status: "ok", user: null });
     // Success consumes the challenge: the same code never works twice.
-    expect(await verify(s, ek, "tx1", "mac-right", T0 + 2000, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx1", "mac-right", T0 + 2000, P)).toMatchObject({ status: "invalid" });
     expect(await sql(s, "SELECT * FROM otp_codes WHERE email_key = ?", ek)).toEqual([]);
   });
 
@@ -62,7 +62,7 @@ describe("ChallengeStore", () => {
       const ek = key();
       await issue(s, ek, "tx", "mac-right", T0, P);
       for (let i = 0; i < wrong; i++)
-        expect(await verify(s, ek, "tx", `mac-wrong-${i}`, T0 + i, P)).toEqual({ status: "invalid" });
+        expect(await verify(s, ek, "tx", `mac-wrong-${i}`, T0 + i, P)).toMatchObject({ status: "invalid" });
       const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM otp_codes WHERE email_key = ?", ek);
       expect(row?.attempts).toBe(wrong);
       expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "ok", user: null });
@@ -74,7 +74,7 @@ describe("ChallengeStore", () => {
     const ek = key();
     await issue(s, ek, "tx", "mac-right", T0, P);
     for (let i = 0; i < 5; i++) expect((await verify(s, ek, "tx", "nope", T0 + i, P)).status).toBe("invalid");
-    expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toMatchObject({ status: "invalid" });
   });
 
   it("honours otp_max_attempts from the policy", async () => {
@@ -84,14 +84,14 @@ describe("ChallengeStore", () => {
     await issue(s, ek, "tx", "mac-right", T0, p2);
     await verify(s, ek, "tx", "nope", T0, p2);
     await verify(s, ek, "tx", "nope", T0, p2);
-    expect(await verify(s, ek, "tx", "mac-right", T0, p2)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx", "mac-right", T0, p2)).toMatchObject({ status: "invalid" });
   });
 
   it("does not accept the right code from another login transaction (A8)", async () => {
     const s = fresh();
     const ek = key();
     await issue(s, ek, "tx-a", "mac-right", T0, P);
-    expect(await verify(s, ek, "tx-b", "mac-right", T0 + 1, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx-b", "mac-right", T0 + 1, P)).toMatchObject({ status: "invalid" });
     // The foreign attempt does not count against the owner's challenge.
     const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM otp_codes WHERE email_key = ?", ek);
     expect(row?.attempts).toBe(0);
@@ -205,7 +205,7 @@ describe("ChallengeStore", () => {
     expect((await issue(s, ek, "tx2", "mac-2", t1, P)).ok).toBe(true);
     for (let i = 0; i < 4; i++) expect((await verify(s, ek, "tx2", "bad", t1 + i, P)).status).toBe("invalid");
     // The 10th failure is still an ordinary wrong code ...
-    expect(await verify(s, ek, "tx2", "bad", t1 + 10, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx2", "bad", t1 + 10, P)).toMatchObject({ status: "invalid" });
     // ... and from then on the email is locked until the hour that began at T0 is over, right code or not.
     const t2 = t1 + 20_000;
     const locked = await verify(s, ek, "tx2", "mac-2", t2, P);
@@ -268,7 +268,7 @@ describe("ChallengeStore", () => {
       retry_after: 1,
     });
     // Refused: the first code is still the live one.
-    expect(await verify(s, ek, "tx2", "mac-2", T0 + 59_600, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx2", "mac-2", T0 + 59_600, P)).toMatchObject({ status: "invalid" });
     const other = key();
     await issue(s, other, "txo", "mac-o", T0, P);
     expect((await issue(s, other, "txo2", "mac-o2", T0 + 60_000, P)).ok).toBe(true);
@@ -292,7 +292,7 @@ describe("ChallengeStore", () => {
     const ek = key();
     await issue(s, ek, "tx", "mac-old", T0, P);
     await issue(s, ek, "tx", "mac-new", T0 + 60_000, P);
-    expect(await verify(s, ek, "tx", "mac-old", T0 + 61_000, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, ek, "tx", "mac-old", T0 + 61_000, P)).toMatchObject({ status: "invalid" });
     expect(await verify(s, ek, "tx", "mac-new", T0 + 62_000, P)).toEqual({ status: "ok", user: null });
   });
 
@@ -303,7 +303,7 @@ describe("ChallengeStore", () => {
     await issue(s, a, "tx", "mac", T0, P);
     await issue(s, b, "tx", "mac", T0, P);
     expect(await verify(s, a, "tx", "mac", T0 + 299_999, P)).toEqual({ status: "ok", user: null });
-    expect(await verify(s, b, "tx", "mac", T0 + 300_000, P)).toEqual({ status: "invalid" });
+    expect(await verify(s, b, "tx", "mac", T0 + 300_000, P)).toMatchObject({ status: "invalid" });
   });
 
   it("gives exactly one success to concurrent verifies of the right code (A7)", async () => {
@@ -402,7 +402,7 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
     const ek = key();
     await issue(s, ek, "tx-owner", "mac", T0, P);
     for (let i = 0; i < 20; i++)
-      expect(await verify(s, ek, `tx-other-${i}`, "guess", T0 + i, P)).toEqual({ status: "invalid" });
+      expect(await verify(s, ek, `tx-other-${i}`, "guess", T0 + i, P)).toMatchObject({ status: "invalid" });
     expect(await sql(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek)).toEqual([{ failures: 0 }]);
     expect(await verify(s, ek, "tx-owner", "mac", T0 + 100, P)).toEqual({ status: "ok", user: null });
   });
@@ -461,8 +461,9 @@ describe("ChallengeStore storage holds no plaintext (A9)", () => {
     ).toBe(true);
     // The home named is not a challenge shard: the report fails, the failure stays owed.
     const args = { emailKey: ek, sourceKey: "src-a", txHash: "tx1", now, policy: P };
-    expect(await regional.verifyChallenge({ ...args, codeMac: "wrong", home: "mail:g0:s1" })).toEqual({
+    expect(await regional.verifyChallenge({ ...args, codeMac: "wrong", home: "mail:g0:s1" })).toMatchObject({
       status: "invalid",
+      counted: true,
     });
     expect(await sql(regional, "SELECT unreported FROM home_reports WHERE email_key = ?", ek)).toEqual([
       { unreported: 1 },

@@ -214,8 +214,10 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     // Outside the address's home region, wrong codes are counted at its home shard too (issue 12).
     ...(shardAddress(home) !== shardAddress(regional) ? { home: shardAddress(home) } : {}),
   });
-  if (result.status !== "ok")
-    audit(c, { kind: result.status === "locked" ? "lockout" : "code_failed", emailKey }, regional.place.region);
+  // One audit row per wrong code counted against a live code (the one that locks is `lockout`); a try
+  // with no live code, or at an address already locked, writes nothing (issue 27 item 10).
+  if (result.status === "invalid" && result.counted !== false)
+    audit(c, { kind: result.locks ? "lockout" : "code_failed", emailKey }, regional.place.region);
   if (result.status === "locked")
     throw new OAuthError("too_many_attempts", "too many wrong codes for this address", {
       retryAfter: result.retry_after,
