@@ -50,6 +50,10 @@ export default defineConfig(async () => {
                 ratelimits: {
                   IP_GENERATE_LIMIT: { namespace_id: "7101", simple: { limit: 1_000_000_000, period: 60 } },
                   IP_VERIFY_LIMIT: { namespace_id: "7102", simple: { limit: 1_000_000_000, period: 60 } },
+                  IP_DEVICE_AUTHORIZATION_LIMIT: {
+                    namespace_id: "7103",
+                    simple: { limit: 1_000_000_000, period: 60 },
+                  },
                 },
               },
             })),

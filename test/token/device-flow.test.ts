@@ -184,6 +184,29 @@ describe("device authorization grant (RFC 8628, issue 14)", () => {
     expect(gone.status).toBe(400);
   });
 
+  it("limits POST /device_authorization per client address (issue 27 item 7)", async () => {
+    const e = withVars({ POLICY: policy({ ip_device_authorization_per_minute: 3 }) });
+    const client = await deviceClient({}, e);
+    const from = (ip: string) =>
+      call(
+        "/device_authorization",
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/x-www-form-urlencoded", "CF-Connecting-IP": ip },
+          body: new URLSearchParams({ client_id: client.client_id, scope: "openid" }),
+        },
+        e,
+      );
+    const ip = `10.77.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;
+    for (let i = 0; i < 3; i++) expect((await from(ip)).status).toBe(200);
+    const refused = await from(ip);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("60");
+    expect(((await refused.json()) as { error: string }).error).toBe("too_many_requests");
+    // Another address is not held back by it.
+    expect((await from(`${ip.split(".").slice(0, 3).join(".")}.251`)).status).toBe(200);
+  });
+
   it("keeps answering expired_token after the expiry sweep has run (issue 27 item 1, RFC 8628 §3.5)", async () => {
     const at = pinClock();
     const client = await deviceClient();

@@ -48,6 +48,7 @@ export function raisedPolicy(perMinute = 1_000_000) {
   return {
     ip_generate_per_minute: perMinute,
     ip_verify_per_minute: perMinute,
+    ip_device_authorization_per_minute: perMinute,
   };
 }
 

@@ -121,6 +121,12 @@ export const policyFields = z.object({
    */
   ip_generate_per_minute: z.number().int().min(1).max(1_000_000).default(100),
   ip_verify_per_minute: z.number().int().min(1).max(1_000_000).default(200),
+  /**
+   * POST /device_authorization per client address a minute (op-token's Rate Limiting binding): each
+   * request stores a pending device request for `device_code_ttl_seconds`, so it is bounded like a
+   * code sent (issue 27 item 7).
+   */
+  ip_device_authorization_per_minute: z.number().int().min(1).max(1_000_000).default(30),
   /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
   max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */

@@ -7,9 +7,11 @@ import type { StoreNamespaces } from "../../durable-objects/namespaces";
  */
 export interface Env extends StoreNamespaces {
   DB: D1Database;
-  /** op-auth's per-IP quotas (Workers Rate Limiting; see workers/op-auth/src/ip-quota.ts). */
+  /** op-auth's per-IP quotas (Workers Rate Limiting; see workers/shared/ip-quota.ts). */
   IP_GENERATE_LIMIT?: RateLimit;
   IP_VERIFY_LIMIT?: RateLimit;
+  /** op-token's per-IP quota on POST /device_authorization (issue 27 item 7). */
+  IP_DEVICE_AUTHORIZATION_LIMIT?: RateLimit;
   /** op-mgmt only: the other Workers, for their counters and cached clients (workers/shared/isolate.ts). */
   OP_AUTH?: Fetcher;
   OP_TOKEN?: Fetcher;

@@ -5,9 +5,9 @@ import { sha256 } from "../../shared/crypto";
 import { DEVICE_GRANT, deviceShard, formatUserCode, newUserCode } from "../../shared/device";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
+import { takeIpQuota } from "../../shared/ip-quota";
 import { issueId, tenantScoped } from "../../shared/router";
 import { shard } from "../../shared/stores";
-
 import { corsClient } from "./cors";
 
 const OIDC_SCOPES = ["openid", "email", "profile", "offline_access"];
@@ -21,6 +21,8 @@ const OIDC_SCOPES = ["openid", "email", "profile", "offline_access"];
 export async function deviceAuthorization(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   admitNewWork(c);
+  // Each request stores a pending device request: bounded per client address first (issue 27 item 7).
+  await takeIpQuota(c, "device_authorization");
   const form = await readForm(c.req.raw);
   const client = await authenticateClient(c.env, config, c.req.raw, form);
   corsClient(c, client);

@@ -1,8 +1,8 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { hmac } from "../../shared/crypto";
-import { OAuthError } from "../../shared/errors";
-import { NO_STORE } from "../../shared/http";
+import type { AppEnv } from "./app";
+import { hmac } from "./crypto";
+import { OAuthError } from "./errors";
+import { NO_STORE } from "./http";
 
 /**
  * The client's address as Cloudflare reports it (`CF-Connecting-IP`, set by the edge and not
@@ -45,19 +45,27 @@ export const RATE_LIMIT_PERIOD_SECONDS = 60;
  * Retry-After when spent. What this bound gives up against a per-IP Durable Object, and what keeps
  * the per-address bounds, is in docs/security.md.
  */
-export async function takeIpQuota(c: Context<AppEnv>, action: "generate" | "verify" | "device"): Promise<void> {
+export async function takeIpQuota(
+  c: Context<AppEnv>,
+  action: "generate" | "verify" | "device" | "device_authorization",
+): Promise<void> {
   const config = c.get("config");
-  // A device's user code (RFC 8628) is a guess like a one-time code: the verify binding and quota, its own bucket.
-  const limiter = action === "generate" ? c.env.IP_GENERATE_LIMIT : c.env.IP_VERIFY_LIMIT;
-  if (!limiter) throw new Error(`the Rate Limiting binding for ${action} is missing from op-auth's wrangler.toml`);
   const p = config.POLICY;
-  const perMinute = action === "generate" ? p.ip_generate_per_minute : p.ip_verify_per_minute;
+  // A device's user code (RFC 8628) is a guess like a one-time code: the verify binding and quota, its
+  // own bucket. A device's request for one (op-token) has a binding and quota of its own (issue 27 item 7).
+  const [limiter, perMinute] =
+    action === "generate"
+      ? [c.env.IP_GENERATE_LIMIT, p.ip_generate_per_minute]
+      : action === "device_authorization"
+        ? [c.env.IP_DEVICE_AUTHORIZATION_LIMIT, p.ip_device_authorization_per_minute]
+        : [c.env.IP_VERIFY_LIMIT, p.ip_verify_per_minute];
+  if (!limiter) throw new Error(`the Rate Limiting binding for ${action} is missing from the Worker's wrangler.toml`);
   // Cloudflare's edge sets the header on every request it forwards; in production its absence means
   // the request did not come through the edge (another Worker, a misrouted hop), and one shared
   // "unknown" bucket would let it spend everyone's quota. Refused there; local runs share the bucket.
   if (!c.req.header("cf-connecting-ip") && config.ENVIRONMENT === "production")
     throw new OAuthError("invalid_request", "the client address is missing", { headers: NO_STORE });
-  const bucket = clientAddress(c.req.raw, action === "generate" ? 64 : 48);
+  const bucket = clientAddress(c.req.raw, action === "generate" || action === "device_authorization" ? 64 : 48);
   const success = await weighedLimit(limiter, `${action}:${bucket}`, perMinute);
   if (!success)
     throw new OAuthError("too_many_requests", "too many requests from this address", {
