@@ -1,6 +1,6 @@
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { admin, call, ISSUER, registerClient, type TestClient } from "../support/harness";
+import { admin, call, ISSUER, pinClock, registerClient, type TestClient, withVars } from "../support/harness";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -192,5 +192,49 @@ describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () 
       expect(body.error).toBe("invalid_client");
       expect(body.error_description).toMatch(described);
     }
+  });
+
+  it("keeps an assertion single use across two revocation-store switches within its lifetime (issue 27 item 8)", async () => {
+    const T0 = Date.now();
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const e = withVars({
+      SHARDS: JSON.stringify({
+        session: [3],
+        challenge: [3],
+        code: [3],
+        refresh: [3],
+        // Two new generations, a minute apart, both within one assertion's 5 minutes.
+        revocation: [3, { shards: 5, from: iso(T0 + 60_000) }, { shards: 7, from: iso(T0 + 120_000) }],
+      }),
+    });
+    const at = pinClock(T0);
+    const key = await keyPair("ES256");
+    const client = await registerClient(
+      {
+        redirect_uris: [],
+        post_logout_redirect_uris: [],
+        token_endpoint_auth_method: "private_key_jwt",
+        grant_types: ["client_credentials"],
+        scope: "reports:read",
+        jwks: { keys: [key.jwk] },
+      },
+      e,
+    );
+    const send = (value: string) =>
+      call(
+        "/token",
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams(withAssertion(value, { grant_type: "client_credentials" })),
+        },
+        e,
+      );
+    at(30_000);
+    const once = await assertion(client, key, {}, 250);
+    expect((await send(once)).status).toBe(200);
+    // After both switches, the replay is still refused.
+    at(150_000);
+    await expectError(await send(once), 401, "invalid_client");
   });
 });

@@ -272,9 +272,11 @@ async function authenticateByAssertion(env: Env, config: Config, form: Record<st
   const home = config.REGIONS.home;
   const shards = shardsIn(config.SHARDS, home);
   const gen = currentGeneration(shards, "revocation");
+  // Every generation an assertion still alive may have been recorded in: going back from the current
+  // one while each began within an assertion's lifetime, however many switches that spans (issue 27 item 8).
   const gens = [gen];
-  const switchedAt = shards.issueFrom.revocation[gen] ?? 0;
-  if (gen > 0 && Date.now() - switchedAt < MAX_ASSERTION_SECONDS * 1000) gens.push(gen - 1);
+  for (let g = gen; g > 0 && Date.now() - (shards.issueFrom.revocation[g] ?? 0) < MAX_ASSERTION_SECONDS * 1000; g--)
+    gens.push(g - 1);
   const used = await Promise.all(
     gens.map((g) => {
       const ref = routeKeyIn(config, "revocation", key, g, home) as ShardRef;
