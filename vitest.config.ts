@@ -54,6 +54,10 @@ export default defineConfig(async () => {
                     namespace_id: "7103",
                     simple: { limit: 1_000_000_000, period: 60 },
                   },
+                  CLIENT_AUTH_FAILURE_LIMIT: {
+                    namespace_id: "7104",
+                    simple: { limit: 1_000_000_000, period: 60 },
+                  },
                 },
               },
             })),

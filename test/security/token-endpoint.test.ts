@@ -215,3 +215,43 @@ describe("C10: every answer of token, userinfo, revoke and introspect carries Ca
     }
   });
 });
+
+describe("failed client authentication is bounded (issue 27 item 11)", () => {
+  it("answers 429 after client_auth_failures_per_minute wrong secrets from one address, and re-reads D1 at most every 5 s", async () => {
+    const { admin, policy, withVars } = await import("../support/harness");
+    const e = withVars({ POLICY: policy({ client_cache_seconds: 30, client_auth_failures_per_minute: 5 }) });
+    const client = await registerClient({}, e);
+    const d1 = async () =>
+      ((await (await admin("/stats", {}, e)).json()) as { totals: { d1_queries: number } }).totals.d1_queries;
+    const ip = `10.91.${Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}`;
+    const attempt = (secret: string, from = ip) =>
+      call(
+        "/token",
+        {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "CF-Connecting-IP": from,
+            Authorization: basicAuth({ ...client, client_secret: secret }),
+          },
+          body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: "x" }),
+        },
+        e,
+      );
+    // The client is read once (and cached); then wrong secrets.
+    await attempt("kws_wrong-0");
+    const before = await d1();
+    const statuses: number[] = [];
+    for (let i = 1; i <= 8; i++) statuses.push((await attempt(`kws_wrong-${i}`)).status);
+    expect(statuses.slice(0, 4)).toEqual([401, 401, 401, 401]);
+    expect(statuses.slice(4)).toEqual([429, 429, 429, 429]);
+    const refused = await attempt("kws_wrong-9");
+    expect(refused.headers.get("retry-after")).toBe("60");
+    // Eight failures, at most one re-read of the client (the stats call itself reads nothing of D1).
+    expect((await d1()) - before).toBeLessThanOrEqual(1);
+    // The right secret from another address is not held back.
+    const right = await attempt(client.client_secret as string, "10.92.0.1");
+    expect(right.status).toBe(400);
+    expect(((await right.json()) as { error: string }).error).toBe("invalid_grant");
+  });
+});

@@ -49,6 +49,7 @@ export function raisedPolicy(perMinute = 1_000_000) {
     ip_generate_per_minute: perMinute,
     ip_verify_per_minute: perMinute,
     ip_device_authorization_per_minute: perMinute,
+    client_auth_failures_per_minute: perMinute,
   };
 }
 

@@ -3,6 +3,8 @@ import type { Config } from "./config";
 import { sha256, timingSafeEqualString } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
+import { NO_STORE } from "./http";
+import { clientAddress, RATE_LIMIT_PERIOD_SECONDS, weighedLimit } from "./ip-quota";
 import { currentGeneration, routeKeyIn, type ShardRef, shardsIn } from "./router";
 import { shard } from "./stores";
 
@@ -122,6 +124,68 @@ export async function authenticateClient(
   req: Request,
   form: Record<string, string>,
 ): Promise<Client> {
+  try {
+    return await authenticate(env, config, req, form);
+  } catch (err) {
+    if (err instanceof OAuthError && err.code === "invalid_client") {
+      const refused = await countAuthFailure(env, config, req, form);
+      if (refused) throw refused;
+    }
+    throw err;
+  }
+}
+
+/** The client id a request claims, for counting its failures (never trusted for anything else). */
+function claimedClientId(req: Request, form: Record<string, string>): string {
+  if (form.client_id) return form.client_id.slice(0, 128);
+  const basic = /^Basic ([A-Za-z0-9+/=]+)$/i.exec(req.headers.get("authorization")?.trim() ?? "");
+  try {
+    if (basic) return atob(basic[1] as string).split(":")[0]?.slice(0, 128) ?? "";
+    if (form.client_assertion) return String(decodeJwt(form.client_assertion).sub ?? "").slice(0, 128);
+  } catch {
+    // Malformed: counted under no client id.
+  }
+  return "";
+}
+
+/**
+ * Counts a failed authentication against the client id and the caller's address (op-token's Rate
+ * Limiting binding, issue 27 item 11); past `client_auth_failures_per_minute`, the answer is 429 with
+ * Retry-After instead of 401, so guessing a secret is bounded per source.
+ */
+async function countAuthFailure(
+  env: Env,
+  config: Config,
+  req: Request,
+  form: Record<string, string>,
+): Promise<OAuthError | null> {
+  const limiter = env.CLIENT_AUTH_FAILURE_LIMIT;
+  if (!limiter) return null;
+  const key = `client_auth:${config.TENANT}:${claimedClientId(req, form)}:${clientAddress(req, 64)}`;
+  if (await weighedLimit(limiter, key, config.POLICY.client_auth_failures_per_minute)) return null;
+  return new OAuthError("too_many_requests", "too many failed client authentications from this address", {
+    retryAfter: RATE_LIMIT_PERIOD_SECONDS,
+    headers: NO_STORE,
+  });
+}
+
+/**
+ * A failed secret or assertion re-reads its client from D1 (a rotated secret or key works at once);
+ * at most this often per client and isolate, so failures cannot turn into D1 reads one for one.
+ */
+const REREAD_EVERY_MS = 5_000;
+const rereadAt = new Map<string, number>();
+function mayReread(config: Config, clientId: string): boolean {
+  if (config.POLICY.client_cache_seconds === 0) return false;
+  const key = `${config.TENANT}:${clientId}`;
+  const now = Date.now();
+  if (now - (rereadAt.get(key) ?? 0) < REREAD_EVERY_MS) return false;
+  if (rereadAt.size > 10_000) rereadAt.clear();
+  rereadAt.set(key, now);
+  return true;
+}
+
+async function authenticate(env: Env, config: Config, req: Request, form: Record<string, string>): Promise<Client> {
   const header = req.headers.get("authorization");
   if (form.client_assertion_type !== undefined || form.client_assertion !== undefined) {
     if (header !== null || form.client_secret !== undefined)
@@ -169,7 +233,7 @@ export async function authenticateClient(
     const proves = (c: Client) => c.secret_hash !== null && timingSafeEqualString(presented, c.secret_hash);
     // A cached registration may predate a new secret: a secret that does not match is checked
     // against D1 once more, so a rotated secret works at once in every isolate.
-    if (!proves(client) && config.POLICY.client_cache_seconds > 0) {
+    if (!proves(client) && mayReread(config, clientId)) {
       forgetClient(clientId);
       client = await findClient(env, config, clientId);
       if (!client) throw invalidClient();
@@ -251,7 +315,7 @@ async function authenticateByAssertion(env: Env, config: Config, form: Record<st
   let verified = client ? await verifyAssertion(config, client, assertion) : unknown;
   // A cached registration may predate a key rotation: a failure is checked against D1 once more, so a
   // new key works at once in every isolate.
-  if ("problem" in verified && config.POLICY.client_cache_seconds > 0) {
+  if ("problem" in verified && mayReread(config, clientId)) {
     forgetClient(clientId);
     client = await findClient(env, config, clientId);
     verified = client ? await verifyAssertion(config, client, assertion) : unknown;

@@ -127,6 +127,11 @@ export const policyFields = z.object({
    * code sent (issue 27 item 7).
    */
   ip_device_authorization_per_minute: z.number().int().min(1).max(1_000_000).default(30),
+  /**
+   * Failed client authentications (a wrong secret, a refused assertion) per client id and client
+   * address a minute, op-token's Rate Limiting binding; then 429 (issue 27 item 11).
+   */
+  client_auth_failures_per_minute: z.number().int().min(1).max(1_000_000).default(20),
   /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
   max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */

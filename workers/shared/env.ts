@@ -12,6 +12,8 @@ export interface Env extends StoreNamespaces {
   IP_VERIFY_LIMIT?: RateLimit;
   /** op-token's per-IP quota on POST /device_authorization (issue 27 item 7). */
   IP_DEVICE_AUTHORIZATION_LIMIT?: RateLimit;
+  /** op-token's quota on failed client authentications per client and address (issue 27 item 11). */
+  CLIENT_AUTH_FAILURE_LIMIT?: RateLimit;
   /** op-mgmt only: the other Workers, for their counters and cached clients (workers/shared/isolate.ts). */
   OP_AUTH?: Fetcher;
   OP_TOKEN?: Fetcher;

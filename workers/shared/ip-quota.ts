@@ -83,7 +83,7 @@ let perCallLimit = false;
  * @cloudflare/vitest-plugin 1.5.0) rejects `delta` but takes the limit and period per call, which
  * enforces the same quota there; Cloudflare and newer Miniflare take `delta`.
  */
-async function weighedLimit(limiter: RateLimit, key: string, perMinute: number): Promise<boolean> {
+export async function weighedLimit(limiter: RateLimit, key: string, perMinute: number): Promise<boolean> {
   if (!perCallLimit) {
     try {
       return (await limiter.limit({ key, delta: Math.ceil(RATE_LIMIT_SCALE / perMinute) })).success;
