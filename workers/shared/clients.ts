@@ -140,7 +140,12 @@ function claimedClientId(req: Request, form: Record<string, string>): string {
   if (form.client_id) return form.client_id.slice(0, 128);
   const basic = /^Basic ([A-Za-z0-9+/=]+)$/i.exec(req.headers.get("authorization")?.trim() ?? "");
   try {
-    if (basic) return atob(basic[1] as string).split(":")[0]?.slice(0, 128) ?? "";
+    if (basic)
+      return (
+        atob(basic[1] as string)
+          .split(":")[0]
+          ?.slice(0, 128) ?? ""
+      );
     if (form.client_assertion) return String(decodeJwt(form.client_assertion).sub ?? "").slice(0, 128);
   } catch {
     // Malformed: counted under no client id.
