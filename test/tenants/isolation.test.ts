@@ -55,6 +55,10 @@ describe("tenants: each its own issuer, discovery and keys", () => {
       "end_session_endpoint",
     ])
       expect(doc[key], key).toMatch(new RegExp(`^${t.issuer}/`));
+    // RFC 8414 §3.1's form of the same document (the well-known segment before the issuer's path).
+    const rfc8414 = await call(`/.well-known/openid-configuration/t/${t.id}`);
+    expect(rfc8414.status).toBe(200);
+    expect(((await rfc8414.json()) as { issuer: string }).issuer).toBe(t.issuer);
     // The origin's own discovery is the default tenant's, unchanged.
     const own = (await (await call("/.well-known/openid-configuration")).json()) as Record<string, string>;
     expect(own.issuer).toBe(ISSUER);

@@ -346,6 +346,7 @@ export interface TenantRoute {
 }
 
 const TENANT_PATH = /^\/t\/([^/]*)(\/.*)?$/;
+const WELL_KNOWN_TENANT_PATH = /^\/\.well-known\/(openid-configuration)\/t\/([^/]+)$/;
 
 /** The path part of a URL string, without parsing the whole URL (routing runs on every request). */
 function pathOf(url: string): string {
@@ -373,6 +374,9 @@ export function tenantRouteOf(url: string, hosts: Readonly<Record<string, string
   const host = hostOf(url);
   // Own properties only: a Host of `constructor` is no tenant's.
   if (Object.hasOwn(hosts, host)) return { tenant: hosts[host] as string, via: "host", path };
+  // RFC 8414 §3.1's form for an issuer with a path: the well-known segment first, then the issuer's path.
+  const wellKnown = WELL_KNOWN_TENANT_PATH.exec(path);
+  if (wellKnown) return { tenant: wellKnown[2] as string, via: "path", path: `/.well-known/${wellKnown[1]}` };
   const m = TENANT_PATH.exec(path);
   if (!m) return { tenant: DEFAULT_TENANT, via: "origin", path };
   return { tenant: m[1] as string, via: "path", path: m[2] ?? "/" };
