@@ -20,6 +20,14 @@ interface OutboxEnv extends StoreEnv {
  * message is deleted; every outcome is an audit event. (Captured mail, of the dev transport and the
  * load-test domain, is kept by the ChallengeStore with its code.)
  */
+/** Records a delivery's outcome as an audit event of the item's address (and tenant, when known). */
+type NoteOutcome = (
+  item: OutboxItem,
+  kind: "code_sent" | "mail_failed",
+  detail: Record<string, unknown>,
+  tenant?: string,
+) => void;
+
 export class MailOutbox extends ShardStore<OutboxEnv> {
   /** The variables the transport is built from: the Worker's env (a test may point it elsewhere). */
   protected mailEnv: object;
@@ -120,16 +128,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
     await Promise.all([...events].map(([shard, list]) => emitAudit(this.env, shard, list)));
   }
 
-  async #retry(
-    item: OutboxItem,
-    now: number,
-    note: (
-      item: OutboxItem,
-      kind: "code_sent" | "mail_failed",
-      detail: Record<string, unknown>,
-      tenant?: string,
-    ) => void,
-  ): Promise<void> {
+  async #retry(item: OutboxItem, now: number, note: NoteOutcome): Promise<void> {
     const n = item.attempts + 1;
     const drop = () => this.sql.exec("DELETE FROM outbox WHERE key = ? AND id = ?", item.key, item.id);
     let config: ReturnType<typeof loadMailConfig>;
@@ -180,12 +179,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
     now: number,
     error: string,
     permanent: boolean,
-    note: (
-      item: OutboxItem,
-      kind: "code_sent" | "mail_failed",
-      detail: Record<string, unknown>,
-      tenant?: string,
-    ) => void,
+    note: NoteOutcome,
     transport?: string,
     tenant?: string,
   ): void {

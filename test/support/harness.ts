@@ -146,14 +146,16 @@ export interface TestClient {
 }
 
 let clientCounter = 0;
+/** Registers a client at the default tenant, or at `tenant`'s admin routes (issue 23). */
 export async function registerClient(
   overrides: Record<string, unknown> = {},
   testEnv: object = env,
+  tenant?: string,
 ): Promise<TestClient> {
   clientCounter++;
   const tag = `${clientCounter}-${Math.random().toString(36).slice(2, 8)}`;
   const res = await admin(
-    "/clients",
+    `${tenant ? `/tenants/${tenant}` : ""}/clients`,
     {
       method: "POST",
       json: {

@@ -7,6 +7,7 @@ import {
   basicAuth,
   call,
   pkce,
+  registerClient,
   type TestClient,
   type TestEnv,
   type Tokens,
@@ -36,30 +37,8 @@ export const tenantAdmin = (
   testEnv: object = env,
 ) => admin(`/tenants/${tenant}${path}`, init, testEnv);
 
-export async function registerTenantClient(
-  tenant: string,
-  overrides: Record<string, unknown> = {},
-  testEnv: object = env,
-): Promise<TestClient> {
-  const tag = Math.random().toString(36).slice(2, 8);
-  const res = await tenantAdmin(
-    tenant,
-    "/clients",
-    {
-      method: "POST",
-      json: {
-        client_name: `client ${tag}`,
-        redirect_uris: [`https://rp${tag}.example.com/callback`],
-        post_logout_redirect_uris: [`https://rp${tag}.example.com/bye`],
-        token_endpoint_auth_method: "client_secret_basic",
-        ...overrides,
-      },
-    },
-    testEnv,
-  );
-  expect(res.status, await res.clone().text()).toBe(201);
-  return (await res.json()) as TestClient;
-}
+export const registerTenantClient = (tenant: string, overrides: Record<string, unknown> = {}, testEnv: object = env) =>
+  registerClient(overrides, testEnv, tenant);
 
 /** The path of an endpoint of a tenant: `/t/<tenant>/token`; the origin's own for `default`. */
 export const at = (tenant: string, path: string) => (tenant === "default" ? path : `/t/${tenant}${path}`);

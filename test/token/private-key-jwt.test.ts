@@ -19,16 +19,19 @@ async function keyPair(alg: "RS256" | "ES256") {
   return { privateKey, jwk };
 }
 
-async function keyClient(alg: "RS256" | "ES256" = "ES256") {
+async function keyClient(alg: "RS256" | "ES256" = "ES256", testEnv?: object) {
   const key = await keyPair(alg);
-  const client = await registerClient({
-    redirect_uris: [],
-    post_logout_redirect_uris: [],
-    token_endpoint_auth_method: "private_key_jwt",
-    grant_types: ["client_credentials"],
-    scope: "reports:read",
-    jwks: { keys: [key.jwk] },
-  });
+  const client = await registerClient(
+    {
+      redirect_uris: [],
+      post_logout_redirect_uris: [],
+      token_endpoint_auth_method: "private_key_jwt",
+      grant_types: ["client_credentials"],
+      scope: "reports:read",
+      jwks: { keys: [key.jwk] },
+    },
+    testEnv,
+  );
   return { client, key };
 }
 
@@ -208,18 +211,7 @@ describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () 
       }),
     });
     const at = pinClock(T0);
-    const key = await keyPair("ES256");
-    const client = await registerClient(
-      {
-        redirect_uris: [],
-        post_logout_redirect_uris: [],
-        token_endpoint_auth_method: "private_key_jwt",
-        grant_types: ["client_credentials"],
-        scope: "reports:read",
-        jwks: { keys: [key.jwk] },
-      },
-      e,
-    );
+    const { client, key } = await keyClient("ES256", e);
     const send = (value: string) =>
       call(
         "/token",
