@@ -2,7 +2,7 @@
 // wrangler exactly as `wrangler deploy` would upload it, then run with Miniflare's API in a single
 // workerd process, with no wrangler dev proxy in front. The gateway serves the issuer origin.
 
-import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Log, LogLevel, Miniflare } from "miniflare";
@@ -44,6 +44,25 @@ import { wrangler } from "./lib/run.mjs";
 /** @param {string} p */
 const fromRoot = (p) => (isAbsolute(p) ? p : join(ROOT, p));
 
+/**
+ * The state folder exists and takes writes, or start-up stops here with what to do (issue 27 item 18:
+ * an unwritable folder used to end in workerd's "internal error" or a stack that refused every login).
+ * @param {string} dir
+ */
+function checkWritable(dir) {
+  const probe = join(dir, `.write-probe-${process.pid}`);
+  try {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(probe, "");
+    rmSync(probe);
+  } catch (err) {
+    const code = /** @type {NodeJS.ErrnoException} */ (err).code ?? String(err);
+    throw new Error(
+      `the state folder ${dir} cannot be written (${code}): make it writable by this user (or remove it to start afresh), or choose another folder`,
+    );
+  }
+}
+
 /** @param {StackOptions} options @returns {Promise<Stack>} */
 export async function startStack({
   port = DEFAULT_PORT,
@@ -55,6 +74,9 @@ export async function startStack({
   cronEverySeconds = undefined,
 } = {}) {
   const issuer = issuerFor(port);
+  // First, before any build: a state folder that cannot be written stops here with what to do.
+  const persistPath = fromRoot(persistTo);
+  checkWritable(persistPath);
   const configs = ALL_CONFIGS.map((path) => ({ path, config: readConfig({ config: fromRoot(path) }) }));
   const bundleDir = (/** @type {string} */ name) => join(fromRoot(outDir), name);
   if (build) await buildWorkers(configs.map(({ path, config }) => ({ path, outdir: bundleDir(config.name ?? "") })));
@@ -112,12 +134,11 @@ export async function startStack({
     };
   });
 
-  const persistPath = fromRoot(persistTo);
-  mkdirSync(persistPath, { recursive: true });
   // One workerd process. A split (the stores in a second process, reached through Miniflare's dev
   // registry) was measured and is slower: each cross-process Durable Object call costs more CPU than
   // the second core gives back (docs/performance.md).
-  const mf = new Miniflare(
+  /** @param {boolean} serving the gateway listens on the issuer's port */
+  const options = (serving) =>
     /** @type {import("miniflare").MiniflareOptions} */ ({
       host: "127.0.0.1",
       // Miniflare's own entry socket is unused (the gateway has the issuer's port); any free port.
@@ -130,9 +151,10 @@ export async function startStack({
       // For tools/profile.mjs: the V8 inspector of every Worker and Durable Object isolate.
       ...(inspectorPort ? { inspectorPort } : {}),
       log: new Log(LogLevel.WARN),
-      workers,
-    }),
-  );
+      // Until the database is migrated and seeded, nothing listens on the issuer's port (issue 27 item 18).
+      workers: serving ? workers : workers.map(({ dev: _, ...w }) => w),
+    });
+  const mf = new Miniflare(options(false));
   try {
     await mf.ready;
     const stores = /** @type {(typeof configs)[number]} */ (configs.find((c) => c.path === STORES_CONFIG));
@@ -141,6 +163,9 @@ export async function startStack({
     const db = await mf.getD1Database(d1.binding, stores.config.name);
     await applyMigrations(db, resolve(ROOT, dirname(STORES_CONFIG), d1.migrations_dir));
     await db.batch(demoClientSql(issuer).map((sql) => db.prepare(sql)));
+    // Ready: now the issuer's port (workerd restarts with the socket; the state stays).
+    await mf.setOptions(options(true));
+    await mf.ready;
   } catch (err) {
     await mf.dispose();
     throw err;

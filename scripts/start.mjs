@@ -9,7 +9,14 @@ const port = parsePort(process.env.PORT);
 const vars = ensureSecrets();
 console.log("• bundling the Workers (wrangler deploy --dry-run) ...");
 const started = Date.now();
-const stack = await startStack({ port, persistTo: START_PERSIST_DIR, vars });
+/** @type {Awaited<ReturnType<typeof startStack>>} */
+let stack;
+try {
+  stack = await startStack({ port, persistTo: START_PERSIST_DIR, vars });
+} catch (err) {
+  console.error(`✗ Keyway did not start: ${err instanceof Error ? err.message : err}`);
+  process.exit(1);
+}
 const { url } = stack;
 console.log(`
   Keyway is running at ${url}  (started in ${((Date.now() - started) / 1000).toFixed(1)} s)
