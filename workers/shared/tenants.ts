@@ -155,7 +155,9 @@ export function tenantView(base: Config, tenant: Tenant, via: TenantRoute["via"]
     byTenant = new Map();
     views.set(base, byTenant);
   }
-  const hit = byTenant.get(tenant.id);
+  // By how it was reached too: the cookie path of a tenant under a path is not the one at a host.
+  const key = `${tenant.id} ${via}`;
+  const hit = byTenant.get(key);
   if (hit && hit.tenant === tenant) return hit.view;
   const s = tenant.settings;
   const policy = { ...base.POLICY, ...s.policy };
@@ -174,7 +176,7 @@ export function tenantView(base: Config, tenant: Tenant, via: TenantRoute["via"]
     cookiePath: via === "path" ? `/t/${tenant.id}` : "/",
   };
   if (byTenant.size >= MAX_CACHED) byTenant.clear();
-  byTenant.set(tenant.id, { tenant, view });
+  byTenant.set(key, { tenant, view });
   return view;
 }
 
