@@ -81,4 +81,28 @@ describe("shard generations appended live (issue 13)", () => {
     expect((await admin("/shards", { method: "DELETE" })).status).toBe(404);
     expect((await admin("/shards", { method: "PUT", json: { store: "code", shards: 2 } })).status).toBe(404);
   });
+
+  it("appends no generation past the last one an id can name (issue 27 item 13, in part)", async () => {
+    // As if 1,295 generations had been appended: the row alone (a gap, so nothing routes by it).
+    const past = Date.now() - 3_600_000;
+    await env.DB.prepare(
+      "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES ('code', 1295, 2, ?, ?)",
+    )
+      .bind(past, past)
+      .run();
+    try {
+      const res = await admin("/shards", { method: "POST", json: { store: "code", shards: 2 } });
+      expect(res.status).toBe(409);
+      expect(((await res.json()) as { error_description: string }).error_description).toContain(
+        "the most an id can name",
+      );
+      const { results } = await env.DB.prepare(
+        "SELECT gen FROM shard_generations WHERE store = 'code' AND gen > 1295",
+      ).all();
+      expect(results).toEqual([]);
+    } finally {
+      await env.DB.prepare("DELETE FROM shard_generations WHERE store = 'code' AND gen = 1295").run();
+      forgetLiveGenerations();
+    }
+  });
 });

@@ -136,6 +136,9 @@ async function measuredRates(
   return out;
 }
 
+/** The last generation an id can name: two base-36 digits (router.ts ID_RE). */
+export const MAX_GENERATION = 36 * 36 - 1;
+
 export const appendInput = z.object({ store: z.enum(STORE_NAMES), shards: z.number().int().min(1).max(1024) }).strict();
 
 /**
@@ -184,6 +187,13 @@ export async function appendShardGeneration(
       `a generation of ${store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
     );
   const generation = Math.max(config.SHARDS[store].length, (last?.gen ?? -1) + 1);
+  // An id holds its generation in two base-36 digits (router.ts): a later one would issue ids that
+  // every Worker refuses (issue 27 item 13, in part).
+  if (generation > MAX_GENERATION)
+    throw new OAuthError(
+      "conflict",
+      `${store} has ${MAX_GENERATION + 1} generations, the most an id can name; no generation can be appended`,
+    );
   const issueFrom = now + (config.POLICY.shard_config_cache_seconds + 60) * 1000;
   const { meta } = await env.DB.prepare(
     "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
