@@ -1,12 +1,13 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   admin,
-  authorizeQuery,
   Browser,
   call,
   fullLogin,
+  latestCode,
   pinClock,
   pkce,
+  redeem,
   registerClient,
   type TestClient,
   type TestEnv,
@@ -61,7 +62,7 @@ async function measure(step: () => Promise<unknown>) {
  * origin's endpoints or a tenant's (`base` = `/t/<tenant>`).
  */
 async function measuredLogin(e: TestEnv, client: TestClient, email: string, base = "") {
-  const browser = new Browser({ env: e });
+  const browser = new Browser({ env: e, base });
   const { verifier, challenge } = await pkce();
   let tx = "";
   let code = "";
@@ -69,23 +70,17 @@ async function measuredLogin(e: TestEnv, client: TestClient, email: string, base
   let authCode = "";
   const steps = {
     AuthorizeInit: await measure(async () => {
-      const res = await browser.fetch(`${base}/authorize?${authorizeQuery(client, challenge)}`, {
-        headers: { Accept: "application/json" },
-      });
-      expect(res.status, await res.clone().text()).toBe(200);
-      tx = ((await res.json()) as { tx: string }).tx;
+      tx = await browser.startLogin(client, challenge);
     }),
     EmailCodeGenerate: await measure(async () => {
-      const res = await browser.postJson(`${base}/email-code/generate`, { tx, email });
-      expect(res.status, await res.clone().text()).toBe(200);
+      expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
     }),
     // Reading the captured mail stands in for a person reading it: not a step of the login.
     mailboxRead: await measure(async () => {
-      const res = await call(`${base}/__dev/mailbox/${encodeURIComponent(email)}`, {}, e);
-      code = ((await res.json()) as { messages: { code: string }[] }).messages[0]?.code as string;
+      code = await latestCode(email, e, base);
     }),
     EmailCodeVerify: await measure(async () => {
-      const res = await browser.postJson(`${base}/email-code/verify`, { tx, email, code });
+      const res = await browser.postJson("/email-code/verify", { tx, email, code });
       expect(res.status).toBe(200);
       redirectTo = ((await res.json()) as { redirect_to: string }).redirect_to;
     }),
@@ -95,21 +90,7 @@ async function measuredLogin(e: TestEnv, client: TestClient, email: string, base
       authCode = new URL(res.headers.get("location") as string).searchParams.get("code") as string;
     }),
     Token: await measure(async () => {
-      const res = await call(
-        `${base}/token`,
-        {
-          method: "POST",
-          headers: { "Content-Type": "application/x-www-form-urlencoded" },
-          body: new URLSearchParams({
-            grant_type: "authorization_code",
-            code: authCode,
-            redirect_uri: client.redirect_uris[0] as string,
-            code_verifier: verifier,
-            client_id: client.client_id,
-          }),
-        },
-        e,
-      );
+      const res = await redeem(client, authCode, verifier, {}, e, base);
       expect(res.status, await res.clone().text()).toBe(200);
       expect(((await res.json()) as { refresh_token?: string }).refresh_token).toBeTruthy();
     }),

@@ -86,14 +86,18 @@ export class Browser {
   readonly env: TestEnv;
   /** Where Cloudflare would say this browser is (`request.cf`); none, like a local request, when unset. */
   readonly geo: { country: string; continent?: string } | undefined;
+  /** The path a tenant's endpoints are under (`/t/<tenant>`), prefixed to every root path; "" at the origin. */
+  readonly base: string;
 
-  constructor(opts: { env?: TestEnv; ip?: string; geo?: { country: string; continent?: string } } = {}) {
+  constructor(opts: { env?: TestEnv; ip?: string; geo?: { country: string; continent?: string }; base?: string } = {}) {
     this.env = opts.env ?? env;
     this.ip = opts.ip ?? uniqueIp();
     this.geo = opts.geo;
+    this.base = opts.base ?? "";
   }
 
-  async fetch(path: string, init: RequestInit = {}): Promise<Response> {
+  async fetch(relative: string, init: RequestInit = {}): Promise<Response> {
+    const path = relative.startsWith("/") ? `${this.base}${relative}` : relative;
     const headers = new Headers(init.headers);
     if (this.cookies.size && !headers.has("cookie"))
       headers.set("Cookie", [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; "));
@@ -199,14 +203,18 @@ let emailCounter = 0;
 export const uniqueEmail = (tag = "user") =>
   `${tag}.${Date.now().toString(36)}.${++emailCounter}.${Math.random().toString(36).slice(2, 7)}@example.com`;
 
-export async function mailbox(email: string, testEnv: object = env): Promise<{ code: string; to: string }[]> {
-  const res = await call(`/__dev/mailbox/${encodeURIComponent(email)}`, {}, testEnv);
+export async function mailbox(
+  email: string,
+  testEnv: object = env,
+  base = "",
+): Promise<{ code: string; to: string }[]> {
+  const res = await call(`${base}/__dev/mailbox/${encodeURIComponent(email)}`, {}, testEnv);
   expect(res.status).toBe(200);
   return ((await res.json()) as { messages: { code: string; to: string }[] }).messages;
 }
 
-export async function latestCode(email: string, testEnv: object = env): Promise<string> {
-  const messages = await mailbox(email, testEnv);
+export async function latestCode(email: string, testEnv: object = env, base = ""): Promise<string> {
+  const messages = await mailbox(email, testEnv, base);
   expect(messages.length).toBeGreaterThan(0);
   return (messages[0] as { code: string }).code;
 }
@@ -252,7 +260,7 @@ export async function loginForCode(
   const tx = await browser.startLogin(client, challenge, opts.extra);
   const gen = await browser.postJson("/email-code/generate", { tx, email });
   expect(gen.status, await gen.clone().text()).toBe(200);
-  const code = await latestCode(email, browser.env);
+  const code = await latestCode(email, browser.env, browser.base);
   const ver = await browser.postJson("/email-code/verify", { tx, email, code });
   expect(ver.status, await ver.clone().text()).toBe(200);
   const { redirect_to } = (await ver.json()) as { redirect_to: string };
@@ -289,9 +297,10 @@ export async function redeem(
   verifier: string,
   extra: Record<string, string> = {},
   testEnv: object = env,
+  base = "",
 ) {
   return call(
-    "/token",
+    `${base}/token`,
     {
       method: "POST",
       headers: { "Content-Type": "application/x-www-form-urlencoded", ...clientAuthHeaders(client) },
@@ -338,7 +347,7 @@ export async function fullLogin(
   opts: { browser?: Browser; extra?: Record<string, string | null>; env?: TestEnv } = {},
 ) {
   const login = await loginForCode(client, email, opts);
-  const res = await redeem(client, login.code, login.verifier, {}, login.browser.env);
+  const res = await redeem(client, login.code, login.verifier, {}, login.browser.env, login.browser.base);
   expect(res.status, await res.clone().text()).toBe(200);
   return { ...login, email, tokens: (await res.json()) as Tokens };
 }

@@ -205,11 +205,14 @@ describe("tenants: nothing of one is reachable from another", () => {
       code_challenge_method: "S256",
       prompt: "none",
     });
-    const res = await browser.fetch(at(b.id, `/authorize?${query}`));
+    const res = await browser.fetch(`${ISSUER}${at(b.id, `/authorize?${query}`)}`);
     expect(res.status).toBe(302);
     expect(new URL(res.headers.get("location") as string).searchParams.get("error")).toBe("login_required");
     // The transaction: B refuses it as unknown.
-    const gen = await browser.postJson(at(b.id, "/email-code/generate"), { tx: login.tx, email: uniqueEmail() });
+    const gen = await browser.postJson(`${ISSUER}${at(b.id, "/email-code/generate")}`, {
+      tx: login.tx,
+      email: uniqueEmail(),
+    });
     expect(gen.status).toBe(400);
     expect(((await gen.json()) as { error: string }).error).toBe("invalid_request");
   });

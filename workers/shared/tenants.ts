@@ -191,8 +191,9 @@ export async function configForRequest(env: Env, base: Config, route: TenantRout
     throw new OAuthError("not_found", "the default tenant is served at the origin's own paths");
   if (route.via === "path" && hostedAt(base, route.tenant))
     throw new OAuthError("not_found", `tenant ${route.tenant} is served at its own host`);
-  const tenant = route.tenant === DEFAULT_TENANT ? null : await loadTenant(env, base, route.tenant);
+  // A host TENANT_HOSTS maps to the default tenant serves the deployment's own config.
   if (route.tenant === DEFAULT_TENANT) return base;
+  const tenant = await loadTenant(env, base, route.tenant);
   if (!tenant || tenant.status === "deleted") throw new OAuthError("not_found", "no such tenant");
   if (tenant.status === "disabled") throw new OAuthError("tenant_disabled", `tenant ${tenant.id} is disabled`);
   return tenantView(base, tenant, route.via);
