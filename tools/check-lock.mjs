@@ -25,7 +25,8 @@ for (const field of ["dependencies", "devDependencies", "optionalDependencies"])
   const wanted = pkg[field] ?? {};
   const locked = rootEntry[field] ?? {};
   for (const [name, range] of Object.entries(wanted)) {
-    if (locked[name] !== range) problems.push(`${field}.${name}: package.json has ${range}, the lock ${locked[name] ?? "nothing"}`);
+    if (locked[name] !== range)
+      problems.push(`${field}.${name}: package.json has ${range}, the lock ${locked[name] ?? "nothing"}`);
     else if (!packages[`node_modules/${name}`]?.version) problems.push(`${name} is not locked at a version`);
   }
   for (const name of Object.keys(locked)) {
@@ -60,4 +61,6 @@ if (problems.length) {
   console.error("Fix: npm install --package-lock-only on a machine whose registry serves every platform's build.");
   process.exit(1);
 }
-console.log(`package-lock.json: in sync with package.json, ${Object.keys(packages).length - 1} packages, every platform's optional build locked`);
+console.log(
+  `package-lock.json: in sync with package.json, ${Object.keys(packages).length - 1} packages, every platform's optional build locked`,
+);
