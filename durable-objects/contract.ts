@@ -76,6 +76,8 @@ export interface AuthRequest {
   response_mode?: string;
   max_age?: number;
   prompt?: string;
+  /** RFC 8707: the resources the tokens are for, checked against the client's registration. */
+  resource?: string[];
   /** A login for a device's request (RFC 8628): it ends on the device page, not at a redirect URI. */
   device_user_code?: string;
 }
@@ -261,12 +263,15 @@ export interface FamilyGrant {
   sid: string;
   scope: string;
   auth_time: number;
+  /** RFC 8707: the resources granted; a refresh may ask for some of them, never another. */
+  resource?: string[];
 }
 
 export type RotateResult =
   | { status: "rotated"; grant: FamilyGrant; created_at: number }
   | { status: "retry"; sealed: string; grant: FamilyGrant }
   | { status: "invalid_scope" }
+  | { status: "invalid_target" }
   | { status: "too_many_rotations"; retry_after: number }
   | { status: "reuse_detected"; grant: FamilyGrant }
   | { status: "invalid" };
@@ -284,6 +289,8 @@ export interface RotateRefresh {
   now: number;
   graceMs: number;
   requestedScope: string[] | null;
+  /** RFC 8707 §2.2: resources the refresh asks for; each must have been granted. */
+  requestedResource?: string[] | null;
   /** Rotations a family may make in an hour (each keeps a spent-token row for the family's life). */
   maxRotationsPerHour: number;
 }

@@ -110,6 +110,8 @@ export class RefreshTokenRotator extends ShardStore {
         // RFC 6749 §6: a refresh may narrow the scope, never widen it; a refused request rotates nothing.
         const granted = new Set(grant.scope.split(" "));
         if (requestedScope?.some((s) => !granted.has(s))) return { status: "invalid_scope" };
+        // RFC 8707 §2.2: a refresh may ask for a resource the grant holds, never another; refused, nothing rotates.
+        if (a.requestedResource?.some((r) => !grant.resource?.includes(r))) return { status: "invalid_target" };
         const windowOpen = f.rotations_reset_at > now;
         const rotations = windowOpen ? f.rotations : 0;
         if (rotations >= a.maxRotationsPerHour)

@@ -131,7 +131,7 @@ export class Browser {
   }
 
   /** AuthorizeInit as an API client: the tx id (also kept as the tx cookie). */
-  async startLogin(client: TestClient, challenge: string, extra: Record<string, string | null> = {}): Promise<string> {
+  async startLogin(client: TestClient, challenge: string, extra: AuthorizeExtra = {}): Promise<string> {
     const res = await this.fetch(`/authorize?${authorizeQuery(client, challenge, extra)}`, {
       headers: { Accept: "application/json" },
     });
@@ -219,13 +219,12 @@ export async function latestCode(email: string, testEnv: object = env, base = ""
   return (messages[0] as { code: string }).code;
 }
 
+/** Parameters added to an authorization request: null leaves one out, a list repeats it (RFC 8707 `resource`). */
+export type AuthorizeExtra = Record<string, string | string[] | null>;
+
 /** The authorization request's query; an `extra` value of null leaves that parameter out. */
-export function authorizeQuery(
-  client: TestClient,
-  challenge: string,
-  extra: Record<string, string | null> = {},
-): string {
-  const params: Record<string, string | null> = {
+export function authorizeQuery(client: TestClient, challenge: string, extra: AuthorizeExtra = {}): string {
+  const params: AuthorizeExtra = {
     response_type: "code",
     client_id: client.client_id,
     redirect_uri: client.redirect_uris[0] as string,
@@ -236,7 +235,9 @@ export function authorizeQuery(
     code_challenge_method: "S256",
     ...extra,
   };
-  return new URLSearchParams(Object.entries(params).filter((e): e is [string, string] => e[1] !== null)).toString();
+  return new URLSearchParams(
+    Object.entries(params).flatMap(([k, v]) => (v === null ? [] : Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]])),
+  ).toString();
 }
 
 export interface LoginResult {
@@ -253,7 +254,7 @@ export interface LoginResult {
 export async function loginForCode(
   client: TestClient,
   email = uniqueEmail(),
-  opts: { browser?: Browser; extra?: Record<string, string | null>; env?: TestEnv } = {},
+  opts: { browser?: Browser; extra?: AuthorizeExtra; env?: TestEnv } = {},
 ): Promise<LoginResult> {
   const browser = opts.browser ?? new Browser(opts.env ? { env: opts.env } : {});
   const { verifier, challenge } = await pkce();
@@ -281,7 +282,7 @@ export async function loginForCode(
 export async function codeFromSession(
   browser: Browser,
   client: TestClient,
-  extra: Record<string, string | null> = {},
+  extra: AuthorizeExtra = {},
 ): Promise<{ code: string; verifier: string; redirect: URL }> {
   const { verifier, challenge } = await pkce();
   const res = await browser.fetch(`/authorize?${authorizeQuery(client, challenge, { prompt: "none", ...extra })}`);
@@ -344,7 +345,7 @@ export interface Tokens {
 export async function fullLogin(
   client: TestClient,
   email = uniqueEmail(),
-  opts: { browser?: Browser; extra?: Record<string, string | null>; env?: TestEnv } = {},
+  opts: { browser?: Browser; extra?: AuthorizeExtra; env?: TestEnv } = {},
 ) {
   const login = await loginForCode(client, email, opts);
   const res = await redeem(client, login.code, login.verifier, {}, login.browser.env, login.browser.base);

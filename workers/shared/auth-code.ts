@@ -10,6 +10,8 @@ export interface CodeGrant {
   /** The request's S256 challenge (RFC 7636 §4.2). */
   code_challenge: string;
   scope: string;
+  /** RFC 8707: the resources the authorization request named. */
+  resource?: string[];
   nonce?: string;
   sub: string;
   email: string;

@@ -29,6 +29,8 @@ export interface Client {
   id_token_signed_response_alg: "RS256" | "ES256";
   allowed_cors_origins: string[];
   jwks: ClientJwks | null;
+  /** RFC 8707: the resources (APIs) the client may ask tokens for; each becomes a token's `aud`. */
+  resources: string[];
   created_at: number;
   updated_at: number;
 }
@@ -46,6 +48,7 @@ interface ClientRow {
   id_token_signed_response_alg: "RS256" | "ES256";
   allowed_cors_origins: string;
   jwks: string | null;
+  resources: string;
   created_at: number;
   updated_at: number;
 }
@@ -58,6 +61,7 @@ export function clientFromRow(row: ClientRow): Client {
     grant_types: JSON.parse(row.grant_types) as string[],
     allowed_cors_origins: JSON.parse(row.allowed_cors_origins) as string[],
     jwks: row.jwks ? (JSON.parse(row.jwks) as ClientJwks) : null,
+    resources: JSON.parse(row.resources ?? "[]") as string[],
   };
 }
 

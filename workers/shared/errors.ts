@@ -11,6 +11,7 @@ export type OAuthErrorCode =
   | "unsupported_grant_type"
   | "unsupported_response_type"
   | "invalid_scope"
+  | "invalid_target"
   | "access_denied"
   | "login_required"
   | "invalid_token"
@@ -42,6 +43,8 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   unsupported_grant_type: 400,
   unsupported_response_type: 400,
   invalid_scope: 400,
+  // RFC 8707 §2: a resource the client may not ask for, or not an absolute URI.
+  invalid_target: 400,
   access_denied: 403,
   login_required: 400,
   invalid_token: 401,

@@ -130,12 +130,22 @@ export function parseForm(text: string): Record<string, string> {
   return paramsToRecord(params);
 }
 
+/**
+ * RFC 8707 §2: `resource` may be sent more than once. Its values are kept as a JSON array of strings
+ * (read by resources.ts), so no value can be mistaken for two.
+ */
+const REPEATABLE = new Set(["resource"]);
+
 export function paramsToRecord(params: URLSearchParams): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of params) {
-    if (Object.hasOwn(out, k)) throw invalidRequest(`parameter ${k} is repeated`);
     if (v.includes("\0") || k.includes("\0")) throw invalidRequest(`parameter ${k} contains a NUL byte`);
     if (/[\uD800-\uDFFF]/.test(v) && !v.isWellFormed()) throw invalidRequest(`parameter ${k} is not valid UTF-8`);
+    if (REPEATABLE.has(k)) {
+      out[k] = JSON.stringify([...(Object.hasOwn(out, k) ? (JSON.parse(out[k] as string) as string[]) : []), v]);
+      continue;
+    }
+    if (Object.hasOwn(out, k)) throw invalidRequest(`parameter ${k} is repeated`);
     out[k] = v;
   }
   return out;

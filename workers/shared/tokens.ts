@@ -4,6 +4,7 @@ import { base64url } from "./crypto";
 import type { Env } from "./env";
 import { OAuthError } from "./errors";
 import { keyRing, type SigningAlg } from "./keys";
+import { clientTokenAudience, personTokenAudience, userinfoAudience } from "./resources";
 import { allShards, issueId, parseId } from "./router";
 import { shard } from "./stores";
 
@@ -34,8 +35,9 @@ export type VerifiedAccessToken =
   | { kind: "user"; claims: AccessTokenClaims }
   | { kind: "client"; claims: ClientTokenClaims };
 
+/** The audience every token valid at /userinfo carries (a person's token, whatever its resources). */
 export function accessTokenAudience(config: Config): string {
-  return `${config.ISSUER}/userinfo`;
+  return userinfoAudience(config);
 }
 
 /**
@@ -62,6 +64,8 @@ export async function signAccessToken(
     auth_time: number;
     jti: string;
     iat: number;
+    /** RFC 8707: the resources the token is for (its `aud`, with userinfo's). */
+    resource?: string[] | undefined;
   },
 ): Promise<string> {
   const alg = config.POLICY.access_token_signing_alg;
@@ -77,7 +81,7 @@ export async function signAccessToken(
     .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
     .setIssuer(config.ISSUER)
     .setSubject(c.sub)
-    .setAudience(accessTokenAudience(config))
+    .setAudience(personTokenAudience(config, c.resource))
     .setJti(c.jti)
     .setIssuedAt(c.iat)
     .setExpirationTime(c.iat + config.POLICY.access_token_ttl_seconds)
@@ -88,7 +92,7 @@ export async function signAccessToken(
 export async function signClientToken(
   env: Env,
   config: Config,
-  c: { client_id: string; scope: string; iat: number; region: string },
+  c: { client_id: string; scope: string; iat: number; region: string; resource: string[] | null },
 ): Promise<{ token: string; jti: string }> {
   const alg = config.POLICY.access_token_signing_alg;
   const key = (await keyRing(env, config)).signing[alg];
@@ -97,7 +101,7 @@ export async function signClientToken(
     .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
     .setIssuer(config.ISSUER)
     .setSubject(c.client_id)
-    .setAudience(accessTokenAudience(config))
+    .setAudience(clientTokenAudience(config, c.resource))
     .setJti(jti)
     .setIssuedAt(c.iat)
     .setExpirationTime(c.iat + config.POLICY.access_token_ttl_seconds)
@@ -170,12 +174,15 @@ export async function verifyAccessToken(env: Env, config: Config, token: string)
 /**
  * Verifies an access token of either kind: a user's (from a login: `sid`, `grant_id`, `auth_time`)
  * or a client's own (client_credentials: `sub` is the client_id, nothing of a login). Anything that
- * is neither, such as a token with a `sid` but no `grant_id`, is null.
+ * is neither, such as a token with a `sid` but no `grant_id`, is null. `audience` is "userinfo" where
+ * the token is used at /userinfo; "any" for introspection and revocation, which answer for tokens of
+ * every resource (RFC 8707: a resource server introspects its own tokens).
  */
 export async function verifyAnyAccessToken(
   env: Env,
   config: Config,
   token: string,
+  audience: "userinfo" | "any" = "userinfo",
 ): Promise<VerifiedAccessToken | null> {
   if (token.length > 4096 || token.split(".").length !== 3) return null;
   let kid: string | undefined;
@@ -192,8 +199,8 @@ export async function verifyAnyAccessToken(
       algorithms: [entry.alg],
       typ: "at+jwt",
       issuer: config.ISSUER,
-      audience: accessTokenAudience(config),
-      requiredClaims: ["sub", "jti", "exp", "iat", "client_id"],
+      ...(audience === "userinfo" ? { audience: accessTokenAudience(config) } : {}),
+      requiredClaims: ["sub", "jti", "exp", "iat", "client_id", "aud"],
     });
     if (typeof payload.scope !== "string") return null;
     const login = ["sid", "grant_id", "auth_time"].filter((k) => payload[k] !== undefined).length;

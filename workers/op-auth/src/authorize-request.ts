@@ -2,6 +2,7 @@ import type { AuthRequest } from "../../../durable-objects/contract";
 import type { Client } from "../../shared/clients";
 import { redirectUriAllowed } from "../../shared/clients";
 import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
+import { requestedResources } from "../../shared/resources";
 import { pageError } from "./errors";
 
 export const SUPPORTED_SCOPES = ["openid", "email", "profile", "offline_access"] as const;
@@ -73,6 +74,8 @@ export function validateAuthorizeRequest(
   }
   if (params.nonce !== undefined && params.nonce.length > 512) fail("invalid_request", "nonce is too long");
   if (state !== undefined && state.length > 8192) fail("invalid_request", "state is too long");
+  // RFC 8707 §2.1: the resources the tokens will be for; an unregistered one is invalid_target.
+  const resource = requestedResources(params.resource, client.resources, { uri: redirectUri, state });
 
   const req: ValidatedRequest = {
     client_id: client.client_id,
@@ -85,6 +88,7 @@ export function validateAuthorizeRequest(
   if (params.nonce !== undefined) req.nonce = params.nonce;
   if (maxAge !== undefined) req.max_age = maxAge;
   if (params.prompt !== undefined) req.prompt = params.prompt;
+  if (resource) req.resource = resource;
   // A hint that is not an email address (an opaque subject id, say) is ignored, not an error.
   const hint = params.login_hint?.trim();
   if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;

@@ -154,6 +154,7 @@ async function redirectWithCode(
     sid: session.sid,
     auth_time: session.auth_time,
     ...(request.nonce !== undefined ? { nonce: request.nonce } : {}),
+    ...(request.resource ? { resource: request.resource } : {}),
   };
   const code = await issueCode(config, grant, Date.now());
   return redirect(

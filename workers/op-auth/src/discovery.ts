@@ -58,6 +58,9 @@ export function discovery(c: Context<AppEnv>): Response {
     // `consent` is accepted and has nothing to ask (no consent step), so it is not advertised.
     prompt_values_supported: ["none", "login", "select_account"],
     authorization_response_iss_parameter_supported: true,
+    // RFC 8707 defines no metadata name; RFC 8414 §2 allows more. `resource` is taken at /authorize and
+    // /token (client credentials, code, refresh) for the resources registered for the client.
+    resource_indicators_supported: true,
     claims_parameter_supported: false,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,

@@ -7,6 +7,7 @@ import { DEVICE_GRANT } from "../../shared/device";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { askPeers } from "../../shared/isolate";
+import { isResourceIndicator, MAX_RESOURCES } from "../../shared/resources";
 import { body, corsOrigin, redirectUri } from "./validation";
 
 const SCOPES = ["openid", "email", "profile", "offline_access"] as const;
@@ -44,6 +45,10 @@ const clientFields = {
   allowed_cors_origins: z.array(corsOrigin).max(50),
   /** private_key_jwt: the keys the client's assertions are signed with (RFC 7523, OIDC Core §9). */
   jwks: z.object({ keys: z.array(publicJwk).min(1).max(10) }).strict(),
+  /** RFC 8707: the APIs the client may ask tokens for (`resource`); each is an absolute URI without a fragment. */
+  resources: z
+    .array(z.string().refine(isResourceIndicator, "a resource must be an absolute URI without a fragment"))
+    .max(MAX_RESOURCES),
 };
 
 type ClientShape = {
@@ -94,6 +99,7 @@ export const createSchema = z
     id_token_signed_response_alg: clientFields.id_token_signed_response_alg.default("RS256"),
     allowed_cors_origins: clientFields.allowed_cors_origins.default([]),
     jwks: clientFields.jwks.optional(),
+    resources: clientFields.resources.default([]),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -130,8 +136,9 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
     : `kws_${randomToken(32)}`;
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
-      post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
+      created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -146,6 +153,7 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       input.id_token_signed_response_alg,
       JSON.stringify(input.allowed_cors_origins),
       input.jwks ? JSON.stringify(input.jwks) : null,
+      JSON.stringify([...new Set(input.resources)]),
       now,
       now,
     )
@@ -191,7 +199,8 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
-      grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, updated_at = ?
+      grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
+      updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
@@ -204,6 +213,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       next.id_token_signed_response_alg,
       JSON.stringify(next.allowed_cors_origins),
       next.jwks ? JSON.stringify(next.jwks) : null,
+      JSON.stringify([...new Set(next.resources)]),
       next.updated_at,
       id,
       current.tenant,

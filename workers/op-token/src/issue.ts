@@ -18,6 +18,8 @@ export interface IssuePlan {
   grant: FamilyGrant & { nonce?: string };
   grantId: string;
   scope: string;
+  /** RFC 8707: the resources this access token is for; absent, userinfo only. */
+  resource?: string[] | undefined;
   jti: string;
   iat: number;
   refreshToken?: string;
@@ -44,6 +46,7 @@ export async function buildTokenResponse(
     auth_time: grant.auth_time,
     jti: plan.jti,
     iat: plan.iat,
+    resource: plan.resource,
   });
   const id_token = await signIdToken(env, config, client.id_token_signed_response_alg, {
     sub: grant.sub,

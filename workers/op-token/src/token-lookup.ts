@@ -42,7 +42,8 @@ export async function lookupToken(env: Env, config: Config, token: string, hint?
 }
 
 async function accessToken(env: Env, config: Config, token: string): Promise<KnownToken | null> {
-  const verified = await verifyAnyAccessToken(env, config, token);
+  // A token for any resource (RFC 8707) is known here: its resource server introspects it.
+  const verified = await verifyAnyAccessToken(env, config, token, "any");
   if (!verified) return null;
   if (verified.kind === "client") {
     const { claims } = verified;

@@ -11,6 +11,7 @@ import { DEVICE_GRANT } from "../../shared/device";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
+import { parseResources, requestedResources } from "../../shared/resources";
 import { issueId, parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/tokens";
@@ -69,6 +70,9 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
  */
 async function deviceCode(env: Env, config: Config, client: Client, form: Record<string, string>) {
   if (!form.device_code) throw new OAuthError("invalid_request", "device_code is required");
+  // A device's request registers no resources (RFC 8628 §3.1 has none), so none can be asked for here.
+  if (form.resource !== undefined)
+    throw new OAuthError("invalid_target", "resource is not taken with the device code grant");
   const parsed = parseId(config, "device", form.device_code);
   if (!parsed) throw invalidGrant("the device_code is invalid");
   const now = Date.now();
@@ -178,11 +182,14 @@ async function clientCredentials(
     scopes = [...new Set(asked)];
   }
   const scope = scopes.join(" ");
+  // RFC 8707 §2: the token is for the resources named, each registered for the client; its `aud`.
+  const resource = requestedResources(form.resource, client.resources);
   const { token } = await signClientToken(env, config, {
     client_id: client.client_id,
     scope,
     iat: Math.floor(Date.now() / 1000),
     region,
+    resource,
   });
   return {
     access_token: token,
@@ -217,8 +224,10 @@ async function redeemCode(
   if (!opened || opened.grant.client_id !== client.client_id)
     throw invalidGrant("the code is invalid, expired or used");
 
-  const now = Date.now();
   const { grant } = opened;
+  // RFC 8707 §2.2: the token request may name some of the resources authorized, never another.
+  const resource = requestedResources(form.resource, grant.resource ?? []) ?? grant.resource;
+  const now = Date.now();
   const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
   // A wrong redirect URI or verifier, or an expired code, spends the code without issuing anything.
   const good =
@@ -238,10 +247,13 @@ async function redeemCode(
       scope: grant.scope,
       auth_time: grant.auth_time,
       ...(grant.nonce !== undefined ? { nonce: grant.nonce } : {}),
+      // The family holds every resource authorized, so a refresh may ask for any of them (§2.2).
+      ...(grant.resource ? { resource: grant.resource } : {}),
     },
     good,
     now,
   );
+  plan.resource = resource;
   const grantId = plan.grantId;
   const result = await shard(env, "code", opened.id.ref).redeemCode({
     codeHash: opened.hash,
@@ -265,6 +277,7 @@ interface RotationPlan {
   next: string;
   iat: number;
   scope: string | null;
+  resource: string[] | null;
   jtiSecret: string;
 }
 
@@ -276,12 +289,15 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
   const parsed = parseId(config, "grant", grantId);
   if (!parsed || presented.length > 200) throw invalidGrant("the refresh token is invalid");
   const requestedScope = form.scope !== undefined ? form.scope.split(" ").filter(Boolean) : null;
+  // Well-formed here; whether the grant holds each is decided in the rotator, before anything rotates.
+  const requestedResource = parseResources(form.resource);
 
   const now = Date.now();
   const fresh: RotationPlan = {
     next: `${grantId}.${randomToken(32)}`,
     iat: Math.floor(now / 1000),
     scope: requestedScope ? requestedScope.join(" ") : null,
+    resource: requestedResource,
     jtiSecret: randomToken(32),
   };
   const [presentedHash, nextHash, familyHash, sealed] = await Promise.all([
@@ -300,9 +316,12 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     now,
     graceMs: config.POLICY.refresh_grace_seconds * 1000,
     requestedScope,
+    requestedResource,
     maxRotationsPerHour: config.POLICY.refresh_rotations_per_hour,
   });
   if (result.status === "invalid_scope") throw new OAuthError("invalid_scope", "a refresh cannot widen the scope");
+  if (result.status === "invalid_target")
+    throw new OAuthError("invalid_target", "a refresh may ask only for resources the grant holds");
   if (result.status === "too_many_rotations")
     throw new OAuthError("too_many_requests", "this refresh token family is rotated too often", {
       retryAfter: result.retry_after,
@@ -340,6 +359,7 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     grant: { ...grant, email: user.email },
     grantId,
     scope: plan.scope ?? grant.scope,
+    resource: plan.resource ?? grant.resource,
     jti: newJti(config, grant.sid, plan.jtiSecret),
     iat: plan.iat,
     refreshToken: plan.next,
