@@ -41,7 +41,11 @@ interface Limits {
 interface HomeReport {
   home: string;
   unreported: number;
+  /** The source of the unreported failures (one at most: nothing is tried while a failure is owed). */
+  source: string | null;
   reset: number;
+  /** The source whose sign-in owes the reset. */
+  reset_source: string | null;
   home_failures: number;
   home_failures_until: number;
   home_consecutive: number;
@@ -95,7 +99,9 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         email_key TEXT PRIMARY KEY,
         home TEXT NOT NULL,
         unreported INTEGER NOT NULL DEFAULT 0,
+        source TEXT,
         reset INTEGER NOT NULL DEFAULT 0,
+        reset_source TEXT,
         home_failures INTEGER NOT NULL DEFAULT 0,
         home_failures_until INTEGER NOT NULL DEFAULT 0,
         home_consecutive INTEGER NOT NULL DEFAULT 0,
@@ -129,11 +135,16 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
   }
 
   protected override upgrades(): Record<string, string[]> {
-    // Shards created before the consecutive-failure cap.
     return {
+      // Shards created before the consecutive-failure cap.
       email_limits: [
         "ALTER TABLE email_limits ADD COLUMN consecutive INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE email_limits ADD COLUMN consecutive_until INTEGER NOT NULL DEFAULT 0",
+      ],
+      // Shards created before the home counted per source (issue 27 item 5).
+      home_reports: [
+        "ALTER TABLE home_reports ADD COLUMN source TEXT",
+        "ALTER TABLE home_reports ADD COLUMN reset_source TEXT",
       ],
     };
   }
@@ -213,8 +224,8 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     return (
       this.sql
         .exec<HomeReport & Record<string, SqlStorageValue>>(
-          `SELECT home, unreported, reset, home_failures, home_failures_until, home_consecutive,
-             home_consecutive_until FROM home_reports WHERE email_key = ?`,
+          `SELECT home, unreported, source, reset, reset_source, home_failures, home_failures_until,
+             home_consecutive, home_consecutive_until FROM home_reports WHERE email_key = ?`,
           emailKey,
         )
         .toArray()[0] ?? null
@@ -223,16 +234,19 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
 
   #saveHomeReport(emailKey: string, r: HomeReport, now: number): void {
     this.sql.exec(
-      `INSERT INTO home_reports (email_key, home, unreported, reset, home_failures, home_failures_until,
-         home_consecutive, home_consecutive_until, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO home_reports (email_key, home, unreported, source, reset, reset_source, home_failures,
+         home_failures_until, home_consecutive, home_consecutive_until, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(email_key) DO UPDATE SET home = excluded.home, unreported = excluded.unreported,
-         reset = excluded.reset, home_failures = excluded.home_failures,
+         source = excluded.source, reset = excluded.reset, reset_source = excluded.reset_source,
+         home_failures = excluded.home_failures,
          home_failures_until = excluded.home_failures_until, home_consecutive = excluded.home_consecutive,
          home_consecutive_until = excluded.home_consecutive_until, expires_at = excluded.expires_at`,
       emailKey,
       r.home,
       r.unreported,
+      r.source,
       r.reset,
+      r.reset_source,
       r.home_failures,
       r.home_failures_until,
       r.home_consecutive,
@@ -359,7 +373,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
           this.sql.exec("DELETE FROM source_failures WHERE email_key = ? AND source_key = ?", emailKey, a.sourceKey);
         // The home's counts of wrong codes in a row end with this sign-in too.
         if (a.home && home && (home.home_failures > 0 || home.home_consecutive > 0)) {
-          this.#saveHomeReport(emailKey, { ...home, home: a.home, reset: 1 }, now);
+          this.#saveHomeReport(emailKey, { ...home, home: a.home, reset: 1, reset_source: a.sourceKey }, now);
           owed = true;
         }
         return { status: "ok", user: this.#knownUser(emailKey, now) };
@@ -369,14 +383,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         emailKey,
         a.txHash,
       );
-      this.sql.exec(
-        `INSERT INTO source_failures (email_key, source_key, failures, expires_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT(email_key, source_key) DO UPDATE SET failures = excluded.failures, expires_at = excluded.expires_at`,
-        emailKey,
-        a.sourceKey,
-        source.failures + 1,
-        source.until,
-      );
+      this.#saveSourceFailures(emailKey, a.sourceKey, { failures: source.failures + 1, until: source.until });
       l.failures += 1;
       l.consecutive += 1;
       l.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
@@ -385,13 +392,15 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         const r = home ?? {
           home: a.home,
           unreported: 0,
+          source: null,
           reset: 0,
+          reset_source: null,
           home_failures: 0,
           home_failures_until: 0,
           home_consecutive: 0,
           home_consecutive_until: 0,
         };
-        this.#saveHomeReport(emailKey, { ...r, home: a.home, unreported: r.unreported + 1 }, now);
+        this.#saveHomeReport(emailKey, { ...r, home: a.home, unreported: r.unreported + 1, source: a.sourceKey }, now);
         owed = true;
       }
       const locks = this.#lockedFor(l, { failures: source.failures + 1, until: source.until }, p, now, null) > 0;
@@ -413,16 +422,26 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
    */
   async countAtHome(a: CountAtHome): Promise<HomeCounts> {
     const { emailKey, now } = a;
-    const l = this.ctx.storage.transactionSync(() => {
+    const { l, source } = this.ctx.storage.transactionSync(() => {
       const limits = this.#limits(emailKey, now);
       if (a.reset) Object.assign(limits, { failures: 0, consecutive: 0, consecutive_until: 0 });
+      if (a.reset && a.resetSourceKey)
+        this.sql.exec("DELETE FROM source_failures WHERE email_key = ? AND source_key = ?", emailKey, a.resetSourceKey);
+      // Per source as well as in all (issue 27 item 5): one source's guesses spread over regions meet
+      // the per-source limit here, so one source alone cannot spend the all-sources limit.
+      let counted: { failures: number; until: number } | null = null;
+      if (a.sourceKey) {
+        const s = this.#sourceFailures(emailKey, a.sourceKey, limits, now);
+        counted = { failures: s.failures + Math.max(0, a.failures), until: s.until };
+        if (a.failures > 0) this.#saveSourceFailures(emailKey, a.sourceKey, counted);
+      }
       if (a.failures > 0) {
         limits.failures += a.failures;
         limits.consecutive += a.failures;
         limits.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
       }
       this.#saveLimits(emailKey, limits);
-      return limits;
+      return { l: limits, source: counted };
     });
     // The row may be this shard's first for the address: its expiry needs the alarm.
     await this.expireAt(Math.max(l.failures_reset_at, l.consecutive_until));
@@ -431,7 +450,19 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       failures_until: l.failures_reset_at,
       consecutive: l.consecutive,
       consecutive_until: l.consecutive_until,
+      ...(source ? { source_failures: source.failures, source_failures_until: source.until } : {}),
     };
+  }
+
+  #saveSourceFailures(emailKey: string, sourceKey: string, s: { failures: number; until: number }): void {
+    this.sql.exec(
+      `INSERT INTO source_failures (email_key, source_key, failures, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT(email_key, source_key) DO UPDATE SET failures = excluded.failures, expires_at = excluded.expires_at`,
+      emailKey,
+      sourceKey,
+      s.failures,
+      s.until,
+    );
   }
 
   /** Addresses whose report to their home is under way in this instance (one at a time each). */
@@ -448,11 +479,23 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       const counts = await home.countAtHome({
         emailKey,
         failures: owed.unreported,
+        sourceKey: owed.unreported > 0 ? owed.source : null,
         reset: owed.reset === 1,
+        resetSourceKey: owed.reset === 1 ? owed.reset_source : null,
         now: Date.now(),
       });
       this.ctx.storage.transactionSync(() => {
         const now = Date.now();
+        // The source's count in every region, as the home has it, stands for it here too.
+        if (owed.source && counts.source_failures !== undefined && counts.source_failures_until !== undefined) {
+          const l = this.#limits(emailKey, now);
+          const here = this.#sourceFailures(emailKey, owed.source, l, now);
+          if (counts.source_failures > here.failures)
+            this.#saveSourceFailures(emailKey, owed.source, {
+              failures: counts.source_failures,
+              until: Math.max(here.until, counts.source_failures_until),
+            });
+        }
         const r = this.#homeReport(emailKey) ?? owed;
         this.#saveHomeReport(
           emailKey,
@@ -461,7 +504,9 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
             // Only what was sent is settled: nothing else can have been added meanwhile, since no
             // code is tried while anything is owed.
             unreported: Math.max(0, r.unreported - owed.unreported),
+            source: r.unreported > owed.unreported ? r.source : null,
             reset: 0,
+            reset_source: null,
             home_failures: counts.failures,
             home_failures_until: counts.failures_until,
             home_consecutive: counts.consecutive,

@@ -139,7 +139,11 @@ export type VerifyResult =
 export interface CountAtHome {
   emailKey: string;
   failures: number;
+  /** Where the failures came from: the home counts them per source too (issue 27 item 5). */
+  sourceKey?: string | null;
   reset: boolean;
+  /** The source that signed in (the reset): its own failures at the home go, as they do where it signed in. */
+  resetSourceKey?: string | null;
   now: number;
 }
 
@@ -149,6 +153,9 @@ export interface HomeCounts {
   failures_until: number;
   consecutive: number;
   consecutive_until: number;
+  /** The reporting source's failures for the address in every region, and when its hour ends. */
+  source_failures?: number;
+  source_failures_until?: number;
 }
 
 export interface IssueChallenge {

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { ConfigError, loadConfig } from "../../workers/shared/config";
 import { hmac } from "../../workers/shared/crypto";
 import { regionLetter } from "../../workers/shared/device";
@@ -13,6 +13,7 @@ import {
   call,
   idParts,
   latestCode,
+  pinClock,
   pkce,
   policy,
   redeem,
@@ -413,6 +414,62 @@ describe("per-address limits across regions (issue 12 item 3)", () => {
       const res = await browser.postJson("/email-code/verify", { tx, email: victim, code: real });
       expect(res.status).toBe(429);
     }
+  });
+
+  it("one source cannot lock an address out by spreading its guesses over three regions (issue 27 item 5)", async () => {
+    // The attack as found: one IP tried wrong codes in each of three regions; the victim, from her own
+    // IP, then got 429 for an hour. The home counts per source too, so that IP meets its own limit
+    // (10) plus at most one more per other region, far below the all-sources limit (30).
+    const e = regional(REGIONS, { POLICY: policy({ otp_max_attempts: 10 }) });
+    const client = await registerClient();
+    const victim = uniqueEmail("victim");
+    const advance = pinClock();
+    const attackerIp = uniqueIp();
+    const places = [undefined, JAPAN, GERMANY];
+    let failures = 0;
+    for (const geo of places) {
+      const browser = new Browser({ env: e, ip: attackerIp, ...(geo ? { geo } : {}) });
+      const { challenge } = await pkce();
+      const tx = await browser.startLogin(client, challenge);
+      const gen = await browser.postJson("/email-code/generate", { tx, email: victim });
+      if (gen.status === 429) continue; // the source is already locked for the address here
+      expect(gen.status, await gen.clone().text()).toBe(200);
+      const real = await latestCode(victim, e);
+      const wrong = real === "000000" ? "111111" : "000000";
+      for (let i = 0; i < 10; i++) {
+        const res = await browser.postJson("/email-code/verify", { tx, email: victim, code: wrong });
+        if (res.status === 429) break;
+        expect(res.status, await res.clone().text()).toBe(400);
+        failures++;
+      }
+    }
+    expect(failures).toBeGreaterThanOrEqual(10);
+    expect(failures).toBeLessThanOrEqual(10 + places.length - 1);
+    // The home counted them for that source as well as in all.
+    const key = await hmac(SECRET, `email:${victim}`);
+    const home = routeKey(loadConfig(e), "challenge", key, "global");
+    const stub = shardStub("challenge", home.gen, home.shard);
+    const [all] = await sql<{ failures: number }>(stub, "SELECT failures FROM email_limits WHERE email_key = ?", key);
+    expect(all?.failures).toBe(failures);
+    const bySource = await sql<{ failures: number }>(
+      stub,
+      "SELECT failures FROM source_failures WHERE email_key = ?",
+      key,
+    );
+    expect(bySource.map((r) => r.failures)).toEqual([failures]);
+    // The victim signs in from her own address, in the home region and in the EU, once the attacker's
+    // codes' resend interval has passed (well within the hour the failures count in).
+    for (const [i, geo] of [undefined, GERMANY].entries()) {
+      advance(61_000 + i * 1000); // the pinned clock moves on, so the mailbox's newest code is this one
+      const browser = new Browser({ env: e, ...(geo ? { geo } : {}) });
+      const { challenge } = await pkce();
+      const tx = await browser.startLogin(client, challenge);
+      const gen = await browser.postJson("/email-code/generate", { tx, email: victim });
+      expect(gen.status, await gen.clone().text()).toBe(200);
+      const ok = await browser.postJson("/email-code/verify", { tx, email: victim, code: await latestCode(victim, e) });
+      expect(ok.status, `${JSON.stringify(geo)} ${await ok.clone().text()}`).toBe(200);
+    }
+    vi.useRealTimers();
   });
 
   it("a right code after a wrong one in another region than the home signs in (one report, settled)", async () => {
