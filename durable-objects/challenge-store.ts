@@ -1,16 +1,18 @@
 import { timingSafeEqualString } from "../workers/shared/crypto";
 import { errorField, log } from "../workers/shared/log";
 import { shardNamed } from "../workers/shared/stores";
-import type {
-  CapturedRow,
-  CountAtHome,
-  HomeCounts,
-  IssueChallenge,
-  IssueResult,
-  KnownUser,
-  OtpPolicy,
-  VerifyChallenge,
-  VerifyResult,
+import {
+  type CapturedRow,
+  type CarriedLimits,
+  type CountAtHome,
+  type HomeCounts,
+  type IssueChallenge,
+  type IssueResult,
+  type KnownUser,
+  LIMITS_CARRY_WINDOW_MS,
+  type OtpPolicy,
+  type VerifyChallenge,
+  type VerifyResult,
 } from "./contract";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
@@ -46,6 +48,8 @@ interface HomeReport {
   reset: number;
   /** The source whose sign-in owes the reset. */
   reset_source: string | null;
+  /** The home's shards in recent earlier generations (JSON), for the home to carry counts from. */
+  carry_from: string | null;
   home_failures: number;
   home_failures_until: number;
   home_consecutive: number;
@@ -56,7 +60,9 @@ const HOUR = 3_600_000;
 /** A report to the home shard that failed (or was cut off) is retried by the alarm this soon. */
 export const REPORT_RETRY_MS = 5_000;
 /** How long a run of consecutive failures is remembered after its last failure. */
-export const CONSECUTIVE_FAILURES_WINDOW_MS = 24 * HOUR;
+export const CONSECUTIVE_FAILURES_WINDOW_MS = LIMITS_CARRY_WINDOW_MS;
+/** A carry that cannot reach the earlier shard holds the address's codes this long, then gives up (logged). */
+export const CARRY_PENDING_MS = 60_000;
 /** A captured message stays readable this long; the newest this many per address are returned. */
 export const CAPTURED_MAIL_TTL_MS = HOUR;
 export const CAPTURED_MAIL_LIMIT = 50;
@@ -102,6 +108,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         source TEXT,
         reset INTEGER NOT NULL DEFAULT 0,
         reset_source TEXT,
+        carry_from TEXT,
         home_failures INTEGER NOT NULL DEFAULT 0,
         home_failures_until INTEGER NOT NULL DEFAULT 0,
         home_consecutive INTEGER NOT NULL DEFAULT 0,
@@ -116,6 +123,13 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         expires_at INTEGER NOT NULL,
         PRIMARY KEY (email_key, source_key)) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS source_failures_exp ON source_failures(expires_at)",
+      // An address whose counts in earlier generations' shards are being carried here (issue 27 item 9):
+      // while a row is here, no code of the address is tried (as with an unreported failure).
+      `CREATE TABLE IF NOT EXISTS carry_pending (
+        email_key TEXT PRIMARY KEY,
+        sources TEXT NOT NULL,
+        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
+      "CREATE INDEX IF NOT EXISTS carry_pending_exp ON carry_pending(expires_at)",
       `CREATE TABLE IF NOT EXISTS captured (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         email_key TEXT NOT NULL,
@@ -145,12 +159,13 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       home_reports: [
         "ALTER TABLE home_reports ADD COLUMN source TEXT",
         "ALTER TABLE home_reports ADD COLUMN reset_source TEXT",
+        "ALTER TABLE home_reports ADD COLUMN carry_from TEXT",
       ],
     };
   }
 
   protected expiringTables(): string[] {
-    return ["otp_codes", "email_limits", "home_reports", "source_failures", "captured", "known_users"];
+    return ["otp_codes", "email_limits", "home_reports", "source_failures", "carry_pending", "captured", "known_users"];
   }
 
   #limits(emailKey: string, now: number): Limits {
@@ -204,11 +219,14 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     p: OtpPolicy,
     now: number,
     home: HomeReport | null,
+    emailKey: string | null = null,
   ): number {
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
     // A wrong code tried here is not counted at the home yet: nothing is tried until it is (the
     // report is retried by the alarm), so guesses cannot outrun the home's count.
     if (home && home.unreported > 0) return 1;
+    // Nor while the address's counts from before a shard count change are being carried here.
+    if (emailKey !== null && this.#carryPending(emailKey, now)) return 1;
     const until = Math.max(
       source.failures >= p.email_failures_per_hour ? source.until : 0,
       l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
@@ -224,7 +242,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     return (
       this.sql
         .exec<HomeReport & Record<string, SqlStorageValue>>(
-          `SELECT home, unreported, source, reset, reset_source, home_failures, home_failures_until,
+          `SELECT home, unreported, source, reset, reset_source, carry_from, home_failures, home_failures_until,
              home_consecutive, home_consecutive_until FROM home_reports WHERE email_key = ?`,
           emailKey,
         )
@@ -234,10 +252,11 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
 
   #saveHomeReport(emailKey: string, r: HomeReport, now: number): void {
     this.sql.exec(
-      `INSERT INTO home_reports (email_key, home, unreported, source, reset, reset_source, home_failures,
-         home_failures_until, home_consecutive, home_consecutive_until, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO home_reports (email_key, home, unreported, source, reset, reset_source, carry_from, home_failures,
+         home_failures_until, home_consecutive, home_consecutive_until, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT(email_key) DO UPDATE SET home = excluded.home, unreported = excluded.unreported,
          source = excluded.source, reset = excluded.reset, reset_source = excluded.reset_source,
+         carry_from = excluded.carry_from,
          home_failures = excluded.home_failures,
          home_failures_until = excluded.home_failures_until, home_consecutive = excluded.home_consecutive,
          home_consecutive_until = excluded.home_consecutive_until, expires_at = excluded.expires_at`,
@@ -247,6 +266,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       r.source,
       r.reset,
       r.reset_source,
+      r.carry_from,
       r.home_failures,
       r.home_failures_until,
       r.home_consecutive,
@@ -293,6 +313,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       p,
       now,
       this.#homeReport(emailKey),
+      emailKey,
     );
     if (locked) return { ok: false, error: "too_many_requests", retry_after: locked };
     const resendAt = l.last_sent_at + p.resend_interval_seconds * 1000;
@@ -345,11 +366,12 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
   async verifyChallenge(a: VerifyChallenge): Promise<VerifyResult> {
     const { emailKey, now, policy: p } = a;
     let owed = false;
+    let carry = false;
     const result = this.ctx.storage.transactionSync((): VerifyResult => {
       const l = this.#limits(emailKey, now);
       const source = this.#sourceFailures(emailKey, a.sourceKey, l, now);
       const home = a.home ? this.#homeReport(emailKey) : null;
-      const locked = this.#lockedFor(l, source, p, now, home);
+      const locked = this.#lockedFor(l, source, p, now, home, emailKey);
       if (locked) return { status: "locked", retry_after: locked };
 
       const c = this.sql
@@ -384,6 +406,13 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         a.txHash,
       );
       this.#saveSourceFailures(emailKey, a.sourceKey, { failures: source.failures + 1, until: source.until });
+      // The address's first wrong code on this shard since a shard count change moved it here: its
+      // counts on the shards it had before are carried over before any other code is tried (issue 27
+      // item 9). A right code costs nothing; a wrong one, once, a call to each earlier shard.
+      if (a.carryFrom?.length && l.failures === 0 && l.consecutive === 0) {
+        this.#markCarry(emailKey, a.carryFrom, now);
+        carry = true;
+      }
       l.failures += 1;
       l.consecutive += 1;
       l.consecutive_until = now + CONSECUTIVE_FAILURES_WINDOW_MS;
@@ -395,17 +424,33 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
           source: null,
           reset: 0,
           reset_source: null,
+          carry_from: null,
           home_failures: 0,
           home_failures_until: 0,
           home_consecutive: 0,
           home_consecutive_until: 0,
         };
-        this.#saveHomeReport(emailKey, { ...r, home: a.home, unreported: r.unreported + 1, source: a.sourceKey }, now);
+        this.#saveHomeReport(
+          emailKey,
+          {
+            ...r,
+            home: a.home,
+            unreported: r.unreported + 1,
+            source: a.sourceKey,
+            carry_from: a.homeCarryFrom?.length ? JSON.stringify(a.homeCarryFrom) : null,
+          },
+          now,
+        );
         owed = true;
       }
       const locks = this.#lockedFor(l, { failures: source.failures + 1, until: source.until }, p, now, null) > 0;
       return { status: "invalid", counted: true, locks };
     });
+    if (carry) {
+      // Should the carry below fail or be cut off, the alarm retries it.
+      await this.expireAt(Date.now() + REPORT_RETRY_MS);
+      await this.#carry(emailKey);
+    }
     if (owed) {
       // Should the report below fail or be cut off, the alarm retries it.
       await this.expireAt(Date.now() + REPORT_RETRY_MS);
@@ -422,8 +467,14 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
    */
   async countAtHome(a: CountAtHome): Promise<HomeCounts> {
     const { emailKey, now } = a;
-    const { l, source } = this.ctx.storage.transactionSync(() => {
+    let carry = false;
+    let { l, source } = this.ctx.storage.transactionSync(() => {
       const limits = this.#limits(emailKey, now);
+      // The home's first failure for the address since a shard count change moved its home here.
+      if (a.carryFrom?.length && a.failures > 0 && limits.failures === 0 && limits.consecutive === 0) {
+        this.#markCarry(emailKey, a.carryFrom, now);
+        carry = true;
+      }
       if (a.reset) Object.assign(limits, { failures: 0, consecutive: 0, consecutive_until: 0 });
       if (a.reset && a.resetSourceKey)
         this.sql.exec("DELETE FROM source_failures WHERE email_key = ? AND source_key = ?", emailKey, a.resetSourceKey);
@@ -443,6 +494,14 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       this.#saveLimits(emailKey, limits);
       return { l: limits, source: counted };
     });
+    if (carry) {
+      await this.expireAt(Date.now() + REPORT_RETRY_MS);
+      await this.#carry(emailKey);
+      // The answer includes what was carried.
+      const after = Date.now();
+      l = this.#limits(emailKey, after);
+      if (a.sourceKey) source = this.#sourceFailures(emailKey, a.sourceKey, l, after);
+    }
     // The row may be this shard's first for the address: its expiry needs the alarm.
     await this.expireAt(Math.max(l.failures_reset_at, l.consecutive_until));
     return {
@@ -482,6 +541,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         sourceKey: owed.unreported > 0 ? owed.source : null,
         reset: owed.reset === 1,
         resetSourceKey: owed.reset === 1 ? owed.reset_source : null,
+        carryFrom: owed.carry_from ? (JSON.parse(owed.carry_from) as string[]) : null,
         now: Date.now(),
       });
       this.ctx.storage.transactionSync(() => {
@@ -529,11 +589,118 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       .exec<{ email_key: string }>("SELECT email_key FROM home_reports WHERE unreported > 0 OR reset > 0 LIMIT 100")
       .toArray();
     for (const { email_key } of owed) await this.#reportHome(email_key);
+    const carrying = this.sql
+      .exec<{ email_key: string }>("SELECT email_key FROM carry_pending WHERE expires_at > ? LIMIT 100", Date.now())
+      .toArray();
+    for (const { email_key } of carrying) await this.#carry(email_key);
     await super.alarm();
     const left = this.sql
-      .exec<{ n: number }>("SELECT COUNT(*) AS n FROM home_reports WHERE unreported > 0 OR reset > 0")
+      .exec<{ n: number }>(
+        `SELECT (SELECT COUNT(*) FROM home_reports WHERE unreported > 0 OR reset > 0)
+           + (SELECT COUNT(*) FROM carry_pending) AS n`,
+      )
       .one();
     if (left.n > 0) await this.expireAt(Date.now() + REPORT_RETRY_MS);
+  }
+
+  #carryPending(emailKey: string, now: number): boolean {
+    return (
+      this.sql.exec("SELECT 1 FROM carry_pending WHERE email_key = ? AND expires_at > ?", emailKey, now).toArray()
+        .length > 0
+    );
+  }
+
+  #markCarry(emailKey: string, sources: string[], now: number): void {
+    this.sql.exec(
+      `INSERT INTO carry_pending (email_key, sources, expires_at) VALUES (?, ?, ?)
+       ON CONFLICT(email_key) DO UPDATE SET sources = excluded.sources, expires_at = excluded.expires_at`,
+      emailKey,
+      JSON.stringify(sources),
+      now + CARRY_PENDING_MS,
+    );
+  }
+
+  /**
+   * An address's counts on this shard, for its shard in a later generation to carry (issue 27 item 9):
+   * the hourly and in-a-row failures and every source's, while they last. Reads only.
+   */
+  limitsToCarry(emailKey: string, now: number): CarriedLimits | null {
+    const l = this.sql
+      .exec<Limits & Record<string, SqlStorageValue>>(
+        `SELECT failures, failures_reset_at, consecutive, consecutive_until, sends, sends_reset_at, last_sent_at
+         FROM email_limits WHERE email_key = ?`,
+        emailKey,
+      )
+      .toArray()[0];
+    const sources = this.sql
+      .exec<{ source_key: string; failures: number; expires_at: number }>(
+        "SELECT source_key, failures, expires_at FROM source_failures WHERE email_key = ? AND expires_at > ? LIMIT 200",
+        emailKey,
+        now,
+      )
+      .toArray();
+    if (!l && sources.length === 0) return null;
+    const live = (until: number, n: number) => (until > now ? n : 0);
+    return {
+      failures: l ? live(l.failures_reset_at, l.failures) : 0,
+      failures_reset_at: l?.failures_reset_at ?? 0,
+      consecutive: l ? live(l.consecutive_until, l.consecutive) : 0,
+      consecutive_until: l?.consecutive_until ?? 0,
+      sources,
+    };
+  }
+
+  /** Addresses whose counts are being carried into this instance (one carry at a time each). */
+  #carrying = new Set<string>();
+
+  /**
+   * Carries an address's counts from its shards in earlier generations into this one, adding them to
+   * what was counted here since (the failure that started the carry). Never throws: a failed carry
+   * stays pending, is retried by the alarm, and is given up after CARRY_PENDING_MS (logged).
+   */
+  async #carry(emailKey: string): Promise<void> {
+    if (this.#carrying.has(emailKey)) return;
+    const pending = this.sql
+      .exec<{ sources: string }>("SELECT sources FROM carry_pending WHERE email_key = ?", emailKey)
+      .toArray()[0];
+    if (!pending) return;
+    this.#carrying.add(emailKey);
+    try {
+      const sources = JSON.parse(pending.sources) as string[];
+      const carried = await Promise.all(
+        sources.map((address) => shardNamed(this.env, "challenge", address).limitsToCarry(emailKey, Date.now())),
+      );
+      this.ctx.storage.transactionSync(() => {
+        const now = Date.now();
+        const l = this.#limits(emailKey, now);
+        for (const c of carried) {
+          if (!c) continue;
+          if (c.failures > 0) {
+            l.failures += c.failures;
+            l.failures_reset_at = Math.max(l.failures_reset_at, c.failures_reset_at);
+          }
+          if (c.consecutive > 0) {
+            l.consecutive += c.consecutive;
+            l.consecutive_until = Math.max(l.consecutive_until, c.consecutive_until);
+          }
+          for (const s of c.sources) {
+            const here = this.#sourceFailures(emailKey, s.source_key, l, now);
+            this.#saveSourceFailures(emailKey, s.source_key, {
+              failures: here.failures + s.failures,
+              until: Math.max(here.until, s.expires_at),
+            });
+          }
+        }
+        this.#saveLimits(emailKey, l);
+        this.sql.exec("DELETE FROM carry_pending WHERE email_key = ?", emailKey);
+      });
+    } catch (err) {
+      log("warn", "challenge: carrying an address's counts from an earlier generation failed; the alarm retries it", {
+        error: errorField(err),
+      });
+    } finally {
+      this.#carrying.delete(emailKey);
+    }
   }
 
   #knownUser(emailKey: string, now: number): KnownUser | null {

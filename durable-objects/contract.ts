@@ -144,7 +144,24 @@ export interface CountAtHome {
   reset: boolean;
   /** The source that signed in (the reset): its own failures at the home go, as they do where it signed in. */
   resetSourceKey?: string | null;
+  /** The home's shards in recent earlier generations, whose counts the home carries on its first failure. */
+  carryFrom?: string[] | null;
   now: number;
+}
+
+/**
+ * How long after a shard count change an address's counts are carried from the shard it had before:
+ * as long as any count lives (a run of wrong codes in a row, a day after its last).
+ */
+export const LIMITS_CARRY_WINDOW_MS = 24 * 3_600_000;
+
+/** An address's failure counts in a shard, handed to its shard in a later generation (issue 27 item 9). */
+export interface CarriedLimits {
+  failures: number;
+  failures_reset_at: number;
+  consecutive: number;
+  consecutive_until: number;
+  sources: { source_key: string; failures: number; expires_at: number }[];
 }
 
 /** The home's counts for the address: hourly failures and failures in a row, each with when it ends. */
@@ -184,6 +201,13 @@ export interface VerifyChallenge {
    * no other code of the address is tried here.
    */
   home?: string;
+  /**
+   * The address's shards in earlier generations that were current within the last day (router.ts
+   * recentEarlierShards): on the first wrong code here, their counts are carried over, so a shard count
+   * change resets no limit (issue 27 item 9). `homeCarryFrom` is the same for the home shard.
+   */
+  carryFrom?: string[];
+  homeCarryFrom?: string[];
 }
 
 /** A captured message, sealed by the Worker under MAIL_OUTBOX_SECRET (`{to, subject, text, code}`). */

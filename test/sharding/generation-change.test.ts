@@ -11,6 +11,7 @@ import {
   mailbox,
   pinClock,
   pkce,
+  policy,
   redeem,
   refreshGrant,
   registerClient,
@@ -312,5 +313,62 @@ describe("a rollout never refuses a valid id (issue 15 item 3: accept before iss
       const res = await call("/.well-known/openid-configuration", {}, e);
       expect(res.status, JSON.stringify(session)).toBe(503);
     }
+  });
+});
+
+describe("limits across a challenge-store shard count change (issue 27 item 9)", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("a source locked before the switch stays locked after it: one counted guess, then 429", async () => {
+    const limits = { POLICY: policy({ otp_max_attempts: 10 }) };
+    const before = withVars(limits);
+    const after = withVars(limits, raisedEnv());
+    const client = await registerClient();
+    const email = uniqueEmail("carry");
+    const ip = "198.51.100.77";
+    const advance = pinClock();
+
+    // Generation 0: the source spends its 10 wrong codes for the address and is locked.
+    const old = new Browser({ env: before, ip });
+    const { challenge } = await pkce();
+    const tx = await old.startLogin(client, challenge);
+    expect((await old.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    const real = (await mailbox(email, before))[0]?.code as string;
+    const wrong = real === "000000" ? "111111" : "000000";
+    for (let i = 0; i < 10; i++)
+      expect((await old.postJson("/email-code/verify", { tx, email, code: wrong })).status).toBe(400);
+    expect((await old.postJson("/email-code/verify", { tx, email, code: wrong })).status).toBe(429);
+
+    // The count is raised: a new login from the same source lands on the address's generation-1 shard.
+    advance(61_000);
+    const fresh = new Browser({ env: after, ip });
+    const { challenge: c2 } = await pkce();
+    const tx2 = await fresh.startLogin(client, c2);
+    expect(genOf(tx2)).toBe(1);
+    expect((await fresh.postJson("/email-code/generate", { tx: tx2, email })).status).toBe(200);
+    const real2 = (await mailbox(email, after))[0]?.code as string;
+    const wrong2 = real2 === "000000" ? "111111" : "000000";
+    let counted = 0;
+    let locked = false;
+    for (let i = 0; i < 10 && !locked; i++) {
+      const res = await fresh.postJson("/email-code/verify", { tx: tx2, email, code: wrong2 });
+      if (res.status === 400) counted++;
+      else {
+        expect(res.status, await res.clone().text()).toBe(429);
+        locked = true;
+      }
+    }
+    expect(locked).toBe(true);
+    expect(counted).toBe(1);
+    // The right code is refused too: the source is locked for the address, as it was before the switch.
+    expect((await fresh.postJson("/email-code/verify", { tx: tx2, email, code: real2 })).status).toBe(429);
+    // Another source (the person) still signs in.
+    const person = new Browser({ env: after });
+    const { challenge: c3 } = await pkce();
+    const tx3 = await person.startLogin(client, c3);
+    advance(122_000);
+    expect((await person.postJson("/email-code/generate", { tx: tx3, email })).status).toBe(200);
+    const mine = (await mailbox(email, after))[0]?.code as string;
+    expect((await person.postJson("/email-code/verify", { tx: tx3, email, code: mine })).status).toBe(200);
   });
 });

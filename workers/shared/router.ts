@@ -96,6 +96,31 @@ export function currentGeneration(shards: ShardConfig, store: ShardedStore, now 
 }
 
 /**
+ * The addresses of a key's shards in the generations before `ref`'s in its region that were current
+ * at some time in the last `windowMs` (newest first): where state a limit counts may still be, after
+ * a shard count change moved the key (issue 27 item 9). A generation whose successor has no known
+ * start (a static SHARDS list without `from`) counts as recent: nothing says its counts are gone.
+ */
+export function recentEarlierShards(
+  routing: Routing,
+  ref: ShardRef,
+  key: string,
+  windowMs: number,
+  now = Date.now(),
+): string[] {
+  const from = shardsIn(routing.SHARDS, ref.place.region).issueFrom[ref.store] ?? [];
+  const out: string[] = [];
+  for (let gen = ref.gen - 1; gen >= 0; gen--) {
+    // Generation `gen` was current until generation `gen + 1` began.
+    const began = from[gen + 1] ?? 0;
+    if (began > 0 && began <= now - windowMs) break;
+    const earlier = routeKeyIn(routing, ref.store, key, gen, ref.place.region);
+    if (earlier) out.push(shardAddress(earlier));
+  }
+  return out;
+}
+
+/**
  * The shard a key belongs to in a region's current generation (for keys, like an email, that are
  * not issued ids). Throws for a region the config lacks: callers pass a region placement chose.
  */

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { OtpPolicy } from "../../../durable-objects/contract";
+import { LIMITS_CARRY_WINDOW_MS, type OtpPolicy } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
 import { audit, auditEmailKey } from "../../shared/audit";
 import { auditEvent } from "../../shared/audit-event";
@@ -11,7 +11,7 @@ import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCooki
 import { sourceKeyOf, takeIpQuota } from "../../shared/ip-quota";
 import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
 import { deliverOtp, otpMessage } from "../../shared/mail/index";
-import { issueId, routeKey, routeKeyIn, shardAddress } from "../../shared/router";
+import { issueId, recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { pageError } from "./errors";
@@ -107,6 +107,9 @@ function challengeRef(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
   if (!ref) throw fail("invalid_request", "the login transaction is unknown or expired");
   return ref;
 }
+
+const carryFrom = <K extends string>(key: K, shards: string[]) =>
+  (shards.length ? { [key]: shards } : {}) as Partial<Record<K, string[]>>;
 
 const challengeShard = (c: Context<AppEnv>, post: LoginPost, emailKey: string) =>
   shard(c.env, "challenge", challengeRef(c, post, emailKey));
@@ -213,6 +216,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     policy: otpPolicy(config),
     // Outside the address's home region, wrong codes are counted at its home shard too (issue 12).
     ...(shardAddress(home) !== shardAddress(regional) ? { home: shardAddress(home) } : {}),
+    // After a shard count change, the counts on the address's earlier shards are carried (issue 27 item 9).
+    ...carryFrom("carryFrom", recentEarlierShards(config, regional, emailKey, LIMITS_CARRY_WINDOW_MS, now)),
+    ...carryFrom("homeCarryFrom", recentEarlierShards(config, home, emailKey, LIMITS_CARRY_WINDOW_MS, now)),
   });
   // One audit row per wrong code counted against a live code (the one that locks is `lockout`); a try
   // with no live code, or at an address already locked, writes nothing (issue 27 item 10).
