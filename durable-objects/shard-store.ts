@@ -31,22 +31,50 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
 
   constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
-    this.sql = this.rows.track(ctx.storage.sql);
+    const tracked = this.rows.track(ctx.storage.sql);
+    // The schema is made when the object is first used, not at start-up: an object woken only for its
+    // counters (`stats()`, which every shard of a large generation answers) creates no storage and
+    // writes no row (issue 27 item 13). Each verb (countVerbCalls) and the alarm make it first, outside
+    // any transaction; the first statement does too, for any other path.
+    this.#ensureSchema = () => {
+      if (this.#schemaMade) return;
+      // Untracked: making the tables is a cost of the object's first use, not of the request that
+      // happens to be first (the first statement on an existing database writes nothing).
+      this.#makeSchema(ctx.storage.sql);
+      this.#schemaMade = true;
+    };
+    this.sql = new Proxy(tracked, {
+      get: (target, prop) => {
+        if (prop === "exec") this.#ensureSchema();
+        return Reflect.get(target, prop, target);
+      },
+    });
     this.audit = new AuditOutbox(this.sql, this.outboxTable());
-    for (const statement of [...this.schema(), this.audit.schema()]) this.sql.exec(statement);
+  }
+
+  #schemaMade = false;
+  readonly #ensureSchema: () => void;
+
+  /** Makes the schema if this instance has not yet (countVerbCalls calls it before every verb). */
+  protected schemaReady(): void {
+    this.#ensureSchema();
+  }
+
+  #makeSchema(sql: SqlStorage): void {
+    for (const statement of [...this.schema(), this.audit.schema()]) sql.exec(statement);
     const upgrades = { ...this.upgrades() };
     upgrades[this.outboxTable()] = [...(upgrades[this.outboxTable()] ?? []), ...this.audit.upgrades()];
     for (const [table, alters] of Object.entries(upgrades)) {
       const ddl =
-        this.sql
+        sql
           .exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table)
           .toArray()[0]?.sql ?? "";
       for (const alter of alters) {
         const column = /ADD COLUMN (\w+)/.exec(alter)?.[1];
-        if (column && !new RegExp(`\\b${column}\\b`).test(ddl)) this.sql.exec(alter);
+        if (column && !new RegExp(`\\b${column}\\b`).test(ddl)) sql.exec(alter);
       }
     }
-    for (const statement of this.indexes()) this.sql.exec(statement);
+    for (const statement of this.indexes()) sql.exec(statement);
   }
 
   /** `CREATE TABLE IF NOT EXISTS` statements; each expiring table has an indexed `expires_at`. */
@@ -117,6 +145,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   }
 
   override async alarm(): Promise<void> {
+    this.schemaReady();
     const now = Date.now();
     this.alarmAt = null;
     let auditAt = Number.POSITIVE_INFINITY;
@@ -156,6 +185,7 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
       continue;
     proto[name] = function (this: ShardStore, ...args: unknown[]) {
       (this as unknown as { served: number }).served++;
+      (this as unknown as { schemaReady(): void }).schemaReady();
       return (verb as (...a: unknown[]) => unknown).apply(this, args);
     };
   }

@@ -135,6 +135,8 @@ describe("audit trail", () => {
     const stub = shardStub("session", 0, 3);
     const tag = `usr_d1down_${Date.now()}`;
     await runInDurableObject(stub, async (instance, state) => {
+      // The store makes its schema when first used.
+      (instance as unknown as { schemaReady(): void }).schemaReady();
       state.storage.sql.exec(
         "INSERT INTO audit_outbox (id, at, kind, user_id) VALUES (?, ?, 'sign_in', ?)",
         `evt-${tag}`,

@@ -12,6 +12,7 @@ import {
   pkce,
   policy,
   registerClient,
+  sql,
   type TestEnv,
   withVars,
   writeBehindStub,
@@ -34,7 +35,7 @@ async function outboxOf(email: string) {
 }
 
 const storedText = (stub: DurableObjectStub<MailOutbox>) =>
-  runInDurableObject(stub, (_i, state) => JSON.stringify(state.storage.sql.exec("SELECT * FROM outbox").toArray()));
+  sql(stub, "SELECT * FROM outbox").then((rows) => JSON.stringify(rows));
 
 /** Comparable parts of an EmailCodeGenerate answer. */
 async function answer(res: Response) {
@@ -169,10 +170,6 @@ describe("mail retries from the MailOutbox (checklist H4)", () => {
     // Nothing was handed to the retry outbox either: there is no code to send.
     const key = await auditEmailKey(config, email);
     for (let s = 0; s < 4; s++)
-      expect(
-        await runInDurableObject(writeBehindStub("mail", s), (_i, state) =>
-          state.storage.sql.exec("SELECT key FROM outbox WHERE key = ?", key).toArray(),
-        ),
-      ).toEqual([]);
+      expect(await sql(writeBehindStub("mail", s), "SELECT key FROM outbox WHERE key = ?", key)).toEqual([]);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { PEAK_CALLS_PER_SHARD, planShards } from "../../workers/shared/shard-plan";
+import { appendInput } from "../../workers/op-mgmt/src/shards";
+import { MAX_SHARDS, PEAK_CALLS_PER_SHARD, planShards } from "../../workers/shared/shard-plan";
 import { admin, fullLogin, registerClient } from "../support/harness";
 
 describe("the shard planner (issue 13)", () => {
@@ -18,6 +19,22 @@ describe("the shard planner (issue 13)", () => {
     expect(session?.shards).toBe(4);
     expect(session?.reasoning).toContain("the bounds cross");
     expect(planShards({ peak: 0, typical: 0 }).every((p) => p.shards === 1)).toBe(true);
+  });
+
+  it("proposes no count the admin API refuses, however large the traffic (issue 27 item 13)", async () => {
+    const plan = planShards({ peak: 1_000_000, typical: 500_000, refresh_per_login: 4, userinfo_per_s: 100_000 });
+    for (const p of plan) {
+      expect(p.shards, p.store).toBeLessThanOrEqual(MAX_SHARDS);
+      expect(appendInput.safeParse({ store: p.store, shards: p.shards }).success, p.store).toBe(true);
+    }
+    const challenge = plan.find((p) => p.store === "challenge");
+    expect(challenge?.shards).toBe(MAX_SHARDS);
+    expect(challenge?.reasoning).toContain(`capped at ${MAX_SHARDS}`);
+    // The same through the API: every count it proposes, it accepts.
+    const res = await admin("/shards/plan", { method: "POST", json: { peak: 1_000_000, typical: 500_000 } });
+    const served = (await res.json()) as { shards: Record<string, number> };
+    for (const [store, shards] of Object.entries(served.shards))
+      expect(appendInput.safeParse({ store, shards }).success, store).toBe(true);
   });
 
   it("serves the same plan at POST /admin/v1/shards/plan, validated", async () => {

@@ -1,13 +1,18 @@
-import { env } from "cloudflare:test";
+import { env, runInDurableObject } from "cloudflare:test";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
-import { forgetLiveGenerations } from "../../workers/shared/live-shards";
+import { loadConfig } from "../../workers/shared/config";
+import { forgetLiveGenerations, withLiveShards } from "../../workers/shared/live-shards";
+import { allShards, DRAIN_MS, parseId } from "../../workers/shared/router";
 import {
   admin,
   fullLogin,
   idParts,
+  loginForCode,
   pinClock,
+  redeem,
   refreshGrant,
   registerClient,
+  shardStub,
   type Tokens,
   uniqueEmail,
   verifyJwt,
@@ -103,6 +108,67 @@ describe("shard generations appended live (issue 13)", () => {
     } finally {
       await env.DB.prepare("DELETE FROM shard_generations WHERE store = 'code' AND gen = 1295").run();
       forgetLiveGenerations();
+    }
+  });
+
+  it("retires a drained generation: its ids are refused unparsed, and fan-outs and stats skip it (issue 27 item 13)", async () => {
+    const start = Date.now();
+    const at = pinClock(start);
+    const client = await registerClient();
+    // A code in generation 0 of the code store, never redeemed.
+    const old = await loginForCode(client, uniqueEmail("drain"));
+    expect(genOf(old.code)).toBe(0);
+    const res = await admin("/shards", { method: "POST", json: { store: "code", shards: 4 } });
+    const appended = (await res.json()) as { generation: number; issue_from: string };
+    expect(appended.generation).toBe(1);
+    const began = Date.parse(appended.issue_from);
+
+    // Just before the drain horizon, generation 0 is still routed.
+    at(began - start + DRAIN_MS.code - 1_000);
+    forgetLiveGenerations();
+    let config = await withLiveShards(env, loadConfig(env));
+    expect(parseId(config, "code", old.code.split(".")[0])).not.toBeNull();
+    expect(allShards(config, "code").some((r) => r.gen === 0)).toBe(true);
+
+    // Past it, generation 0 is drained: refused before any storage call, and no longer listed or woken.
+    at(began - start + DRAIN_MS.code + 1_000);
+    forgetLiveGenerations();
+    config = await withLiveShards(env, loadConfig(env));
+    expect(parseId(config, "code", old.code.split(".")[0])).toBeNull();
+    expect(allShards(config, "code").every((r) => r.gen === 1)).toBe(true);
+    const listed = (await (await admin("/shards")).json()) as {
+      stores: Record<string, { first_live_generation: number }>;
+    };
+    expect(listed.stores.code?.first_live_generation).toBe(1);
+    expect(listed.stores.session?.first_live_generation).toBe(0);
+    const stats = (await (await admin("/stats")).json()) as {
+      stores: Record<string, { shards: { generation: number }[] }>;
+    };
+    expect(stats.stores.code?.shards.map((s) => s.generation)).toEqual([1, 1, 1, 1]);
+    // The old code: invalid_grant, as any unknown code.
+    const redeemed = await redeem(client, old.code, old.verifier);
+    expect(redeemed.status).toBe(400);
+    expect(((await redeemed.json()) as { error: string }).error).toBe("invalid_grant");
+  });
+
+  it("wakes a new generation's shards for stats without creating their storage (issue 27 item 13)", async () => {
+    const res = await admin("/shards", { method: "POST", json: { store: "refresh", shards: 16 } });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const { generation } = (await res.json()) as { generation: number };
+    forgetLiveGenerations();
+    const stats = (await (await admin("/stats")).json()) as {
+      stores: Record<string, { shards: { generation: number; served: number; rows_written: number }[] }>;
+    };
+    const fresh = stats.stores.refresh?.shards.filter((s) => s.generation === generation) ?? [];
+    expect(fresh).toHaveLength(16);
+    expect(fresh.every((s) => s.served === 0 && s.rows_written === 0)).toBe(true);
+    // Asked for its counters only, a shard holds no table.
+    for (const shard of [0, 7, 15]) {
+      const tables = await runInDurableObject(
+        shardStub("refresh", generation, shard),
+        (_i, state) => state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'").toArray().length,
+      );
+      expect(tables, `shard ${shard}`).toBe(0);
     }
   });
 });

@@ -80,7 +80,7 @@ describe("SessionStore", () => {
     // The table as the previous version created it, with a live session, then a restart of the object.
     await runInDurableObject(old, (_i, state) => {
       state.storage.sql.exec("DROP INDEX IF EXISTS sessions_tx");
-      state.storage.sql.exec("DROP TABLE sessions");
+      state.storage.sql.exec("DROP TABLE IF EXISTS sessions");
       state.storage.sql.exec(`CREATE TABLE sessions (session_hash TEXT PRIMARY KEY, sid TEXT NOT NULL, sub TEXT NOT NULL,
         email TEXT NOT NULL, auth_time INTEGER NOT NULL, expires_at INTEGER NOT NULL)`);
       state.storage.sql.exec(
@@ -90,11 +90,12 @@ describe("SessionStore", () => {
     });
     const upgraded = env.SESSIONS.get(env.SESSIONS.idFromName(name));
     await runInDurableObject(upgraded, (instance) => {
-      // A new instance over the same storage runs the constructor's upgrades.
-      new (instance.constructor as new (ctx: DurableObjectState, env: unknown) => unknown)(
+      // A new instance over the same storage runs the upgrades when first used.
+      const fresh = new (instance.constructor as new (ctx: DurableObjectState, env: unknown) => unknown)(
         (instance as unknown as { ctx: DurableObjectState }).ctx,
         env,
-      );
+      ) as { schemaReady(): void };
+      fresh.schemaReady();
     });
     expect((await upgraded.session("sh-old", T0))?.sid).toBe("sid-old");
     expect(await start(upgraded, "tx-new", "sh-new", session())).toBe(true);

@@ -469,19 +469,33 @@ export function stubForId(store: Store, id: string): DurableObjectStub {
   return shardStub(store, gen, shard, region);
 }
 
+/**
+ * A shard's SQL, through the store's own handle: a store makes its schema when first used (an object
+ * woken only for `stats()` creates nothing), so a query of a shard nothing has touched yet still finds
+ * its (empty) tables.
+ */
+const storeSql = (instance: unknown, state: DurableObjectState): SqlStorage =>
+  (instance as { sql?: SqlStorage }).sql ?? state.storage.sql;
+
 /** Runs a query against a shard's SQLite storage (read-only inspection of stored state). */
 export function sql<T = Record<string, unknown>>(
   stub: DurableObjectStub,
   query: string,
   ...params: unknown[]
 ): Promise<T[]> {
-  return runInDurableObject(stub, (_instance, state) => state.storage.sql.exec(query, ...params).toArray() as T[]);
+  return runInDurableObject(
+    stub,
+    (instance, state) =>
+      storeSql(instance, state)
+        .exec(query, ...params)
+        .toArray() as T[],
+  );
 }
 
 /** Every row of every Keyway table in a shard, as JSON text (for "no plaintext" checks). */
 export async function dumpShard(stub: DurableObjectStub): Promise<string> {
-  return runInDurableObject(stub, (_instance, state) => {
-    const tables = state.storage.sql
+  return runInDurableObject(stub, (instance, state) => {
+    const tables = storeSql(instance, state)
       .exec<{ name: string }>(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%'",
       )

@@ -1,6 +1,7 @@
 import { z } from "zod";
 // With its extension: scripts/deploy.mjs imports config.ts in Node (type stripping), which resolves no bare paths.
 import { DEFAULT_REGIONS, regionsSchema } from "./regions.ts";
+import { MAX_SHARDS } from "./shard-plan";
 
 /**
  * Keyway's configuration: every string variable and secret of a Worker, parsed once per isolate.
@@ -210,7 +211,7 @@ export const policyFields = z.object({
       floor_per_shard: z.number().min(0).max(100).default(3),
       runs: z.number().int().min(1).max(12).default(2),
       min_interval_minutes: z.number().int().min(1).max(1440).default(30),
-      max_shards: z.number().int().min(1).max(1024).default(64),
+      max_shards: z.number().int().min(1).max(MAX_SHARDS).default(64),
     })
     .strict()
     .default({

@@ -95,6 +95,43 @@ export function currentGeneration(shards: ShardConfig, store: ShardedStore, now 
   return 0;
 }
 
+const DAY = 86_400_000;
+
+/**
+ * How long after a generation stopped being issued into (its successor began) it can still hold live
+ * state, by store: the longest any policy (a tenant's included) lets that state live, and a day more.
+ * Past it the generation is drained and retired (issue 27 item 13): its ids are refused like made-up
+ * ones (they would be expired), and fan-outs, stats and plans no longer wake its shards.
+ */
+export const DRAIN_MS: Record<ShardedStore, number> = {
+  // A login transaction (at most an hour) and an address's counts (a day, carried to the next generation).
+  challenge: 2 * DAY,
+  // Codes (at most 10 minutes), spent-code marks (at most an access token's life, a day), device requests.
+  code: 2 * DAY,
+  // Sessions (at most 30 days) and login transactions.
+  session: 31 * DAY,
+  // sids and jtis: a refresh family names its sid for as long as it lives (at most 365 days).
+  revocation: 366 * DAY,
+  refresh: 366 * DAY,
+  // Mail retries and audit events waiting for D1: hours.
+  mail: 2 * DAY,
+  audit: 2 * DAY,
+};
+
+/**
+ * The oldest generation of a store that may still hold live state: every one before it is drained.
+ * A generation whose successor has no known start (a static SHARDS list without `from`) is never
+ * retired.
+ */
+export function firstLiveGeneration(shards: ShardConfig, store: ShardedStore, now = Date.now()): number {
+  const from = shards.issueFrom[store] ?? [];
+  for (let gen = shards[store].length - 1; gen > 0; gen--) {
+    const began = from[gen] ?? 0;
+    if (began > 0 && began <= now - DRAIN_MS[store]) return gen;
+  }
+  return 0;
+}
+
 /**
  * The addresses of a key's shards in the generations before `ref`'s in its region that were current
  * at some time in the last `windowMs` (newest first): where state a limit counts may still be, after
@@ -234,8 +271,11 @@ export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId 
   const gen = Number.parseInt(m[4] as string, 36);
   const shard = Number.parseInt(m[5] as string, 36);
   const place = placementOf(codec.REGIONS, region);
-  const count = place ? shardsIn(codec.SHARDS, region)[store][gen] : undefined;
-  if (!place || count === undefined || shard >= count) return null;
+  const shards = place ? shardsIn(codec.SHARDS, region) : undefined;
+  const count = shards?.[store][gen];
+  if (!place || !shards || count === undefined || shard >= count) return null;
+  // A drained generation's ids have all expired: refused before any storage call.
+  if (gen < firstLiveGeneration(shards, store)) return null;
   const secret = m[6] as string;
   if (secret.length === 2 * HALF) {
     const body = value.slice(0, value.length - HALF);
@@ -251,17 +291,23 @@ export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId 
 export function allShards(routing: Routing, store: ShardedStore): ShardRef[] {
   return Object.keys(routing.REGIONS.regions).flatMap((region) => {
     const place = placementOf(routing.REGIONS, region) as Placement;
-    return shardsIn(routing.SHARDS, region)[store].flatMap((count, gen) =>
-      Array.from({ length: count }, (_, shard) => ({ store, place, gen, shard })),
+    const shards = shardsIn(routing.SHARDS, region);
+    const first = firstLiveGeneration(shards, store);
+    return shards[store].flatMap((count, gen) =>
+      gen < first ? [] : Array.from({ length: count }, (_, shard) => ({ store, place, gen, shard })),
     );
   });
 }
 
 /** A key's shard in every generation of every configured region (fan-outs that must reach all of a key's copies). */
 export function keyShardsEverywhere(routing: Routing, store: ShardedStore, key: string): ShardRef[] {
-  return Object.keys(routing.REGIONS.regions).flatMap((region) =>
-    shardsIn(routing.SHARDS, region)[store].map((_, gen) => routeKeyIn(routing, store, key, gen, region) as ShardRef),
-  );
+  return Object.keys(routing.REGIONS.regions).flatMap((region) => {
+    const shards = shardsIn(routing.SHARDS, region);
+    const first = firstLiveGeneration(shards, store);
+    return shards[store].flatMap((_, gen) =>
+      gen < first ? [] : [routeKeyIn(routing, store, key, gen, region) as ShardRef],
+    );
+  });
 }
 
 // ---- Regions: where a login's objects are placed (the REGIONS table is parsed by regions.ts).

@@ -9,6 +9,12 @@
 
 export const PEAK_CALLS_PER_SHARD = 300;
 export const WARM_CALLS_PER_SHARD = 3;
+/**
+ * The most shards one generation of a store may have: what `POST /admin/v1/shards` accepts, and so the
+ * most a plan proposes (issue 27 item 13). Past it (300,000 calls a second in one region), traffic is
+ * split over regions, each with its own counts.
+ */
+export const MAX_SHARDS = 1024;
 
 export interface TrafficInput {
   /** Logins a second at the busiest minute. */
@@ -71,13 +77,16 @@ export function planFromRates(measured: Record<StorePlan["store"], number>, peak
 function planStore(store: StorePlan["store"], perLogin: number | null, peak: number, typical: number): StorePlan {
   const needed = Math.max(1, Math.ceil(peak / PEAK_CALLS_PER_SHARD));
   const warmAtMost = Math.max(1, Math.floor(typical / WARM_CALLS_PER_SHARD));
-  const shards = needed;
+  const shards = Math.min(needed, MAX_SHARDS);
   const reasoning =
     `${round(peak)} calls/s at peak needs ${needed} shard(s) at ${PEAK_CALLS_PER_SHARD}/s each; ` +
     `${round(typical)} calls/s typical keeps at most ${warmAtMost} warm at ${WARM_CALLS_PER_SHARD}/s each` +
-    (needed > warmAtMost
-      ? `: the bounds cross, so the peak wins (${shards}; some shards go cold between peaks)`
-      : `: ${shards}`);
+    (needed > MAX_SHARDS
+      ? `: capped at ${MAX_SHARDS}, the most one generation may have (POST /admin/v1/shards); ` +
+        `split this traffic over regions, each with its own counts`
+      : needed > warmAtMost
+        ? `: the bounds cross, so the peak wins (${shards}; some shards go cold between peaks)`
+        : `: ${shards}`);
   return {
     store,
     calls_per_login: perLogin,

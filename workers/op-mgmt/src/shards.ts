@@ -6,8 +6,8 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { forgetLiveGenerations } from "../../shared/live-shards";
-import { allShards, currentGeneration, placementOf, shardsIn } from "../../shared/router";
-import { planFromRates, planShards } from "../../shared/shard-plan";
+import { allShards, currentGeneration, firstLiveGeneration, placementOf, shardsIn } from "../../shared/router";
+import { MAX_SHARDS, planFromRates, planShards } from "../../shared/shard-plan";
 import { shard } from "../../shared/stores";
 import { body } from "./validation";
 
@@ -31,6 +31,8 @@ export function listShards(c: Context<AppEnv>): Response {
             shards: shards[store][generation],
             generations: shards[store],
             issue_from: from.map((t) => (t ? new Date(t).toISOString() : null)),
+            // Generations before this one are drained: retired, routed no more (router.ts DRAIN_MS).
+            first_live_generation: firstLiveGeneration(shards, store, now),
           },
         ];
       }),
@@ -139,7 +141,9 @@ async function measuredRates(
 /** The last generation an id can name: two base-36 digits (router.ts ID_RE). */
 export const MAX_GENERATION = 36 * 36 - 1;
 
-export const appendInput = z.object({ store: z.enum(STORE_NAMES), shards: z.number().int().min(1).max(1024) }).strict();
+export const appendInput = z
+  .object({ store: z.enum(STORE_NAMES), shards: z.number().int().min(1).max(MAX_SHARDS) })
+  .strict();
 
 /**
  * `POST /admin/v1/shards` (issue 13): appends a generation to a store, live. Nothing else can be
