@@ -66,9 +66,8 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     upgrades[this.outboxTable()] = [...(upgrades[this.outboxTable()] ?? []), ...this.audit.upgrades()];
     for (const [table, alters] of Object.entries(upgrades)) {
       const ddl =
-        sql
-          .exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table)
-          .toArray()[0]?.sql ?? "";
+        sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table).toArray()[0]
+          ?.sql ?? "";
       for (const alter of alters) {
         const column = /ADD COLUMN (\w+)/.exec(alter)?.[1];
         if (column && !new RegExp(`\\b${column}\\b`).test(ddl)) sql.exec(alter);
