@@ -30,6 +30,8 @@ function params(step, name, extra = {}) {
 
 function record(opts, step, res) {
   if (opts.record !== false) stepTrend[step].add(res.timings.duration, { step });
+  // k6/overload.js looks at every step's answer (a refusal's Retry-After).
+  if (opts.onResponse) opts.onResponse(res);
   return res.timings.duration;
 }
 

@@ -1,5 +1,25 @@
-import { describe, expect, it } from "vitest";
-import { authorizeQuery, Browser, call, pkce, policy, registerClient, withVars } from "../support/harness";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { finished, resetAdmission, started } from "../../workers/shared/admission";
+import {
+  admin,
+  authorizeQuery,
+  Browser,
+  call,
+  form,
+  fullLogin,
+  latestCode,
+  pinClock,
+  pkce,
+  policy,
+  registerClient,
+  uniqueEmail,
+  withVars,
+} from "../support/harness";
+
+afterEach(() => {
+  vi.useRealTimers();
+  resetAdmission();
+});
 
 describe("load shedding (checklist I2: past capacity, 503 with Retry-After, never a hang)", () => {
   it("answers requests beyond an isolate's in-flight limit with an immediate 503 and Retry-After", async () => {
@@ -63,4 +83,52 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
     }
     expect(Date.now() - started).toBeLessThan(5_000);
   });
+
+  it("refuses new work while recent latency is past the bound, before any storage call, with Retry-After from the backlog (issue 27 item 17)", async () => {
+    const e = withVars({ POLICY: policy({ admission_latency_ms: 500 }) });
+    const client = await registerClient({}, e);
+    const { tokens } = await fullLogin(client, undefined, { env: e });
+    // A login under way: its transaction began before the backlog.
+    const person = new Browser({ env: e });
+    const email = uniqueEmail("underway");
+    const tx = await person.startLogin(client, (await pkce()).challenge);
+    const advance = pinClock();
+    // The isolate's recent requests took 3 s each: a backlog six times the bound.
+    for (let i = 0; i < 20; i++) {
+      started();
+      finished(3_000, 200);
+    }
+    const { challenge } = await pkce();
+    const path = `/authorize?${authorizeQuery(client, challenge)}`;
+    const callsBefore = await doCalls();
+    const refused = [
+      await new Browser({ env: e }).fetch(path, { headers: { Accept: "application/json" } }),
+      await call("/userinfo", { headers: { Authorization: `Bearer ${tokens.access_token}` } }, e),
+      await form(client, { grant_type: "refresh_token", refresh_token: tokens.refresh_token as string }, "/token", e),
+      await form(client, { token: tokens.access_token }, "/introspect", e),
+    ];
+    // Refused before any Durable Object call.
+    expect(await doCalls()).toBe(callsBefore);
+    for (const res of refused) {
+      expect(res.status, await res.clone().text()).toBe(503);
+      expect(await res.json()).toMatchObject({ error: "temporarily_unavailable" });
+      // About the backlog: 3 s of latency, six times past the bound (capped at 30 s).
+      expect(Number(res.headers.get("retry-after"))).toBeGreaterThanOrEqual(3);
+      expect(Number(res.headers.get("retry-after"))).toBeLessThanOrEqual(30);
+    }
+    // The login under way is not shed: its code is sent and checked.
+    expect((await person.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    const verified = await person.postJson("/email-code/verify", { tx, email, code: await latestCode(email, e) });
+    expect(verified.status, await verified.clone().text()).toBe(200);
+    // Once nothing has completed for a while, the backlog has drained: new work is admitted again.
+    advance(10_000);
+    const after = await new Browser({ env: e }).fetch(path, { headers: { Accept: "application/json" } });
+    expect(after.status, await after.clone().text()).toBe(200);
+  });
 });
+
+/** Durable Object calls served so far, as GET /admin/v1/stats counts them. */
+async function doCalls(): Promise<number> {
+  const res = await admin("/stats");
+  return ((await res.json()) as { totals: { durable_object_calls: number } }).totals.durable_object_calls;
+}

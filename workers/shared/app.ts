@@ -1,5 +1,6 @@
 import { type Context, Hono } from "hono";
 import { getPath as honoPath } from "hono/utils/url";
+import { admitNewWork, finished, isNewWorkByPath, started } from "./admission";
 import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
@@ -35,19 +36,12 @@ export type TenantPaths = "issuer" | "admin";
 const routeOf = (mode: TenantPaths, url: string, hosts: Readonly<Record<string, string>>) =>
   mode === "admin" ? adminTenantRouteOf(url) : tenantRouteOf(url, hosts);
 
-/** Requests this isolate is working on (all apps in an isolate share it). */
-let inflight = 0;
-
 /**
- * Admission control, called where new work starts (a new authorization request, a refresh, userinfo,
- * introspection, revocation): past `max_inflight_requests` in this isolate, 503 with Retry-After at
- * once (a request counts from when its body has arrived). Steps of a login already under way are never shed, so a ramp past capacity turns into fast
- * 503s for new logins instead of timeouts, and the work already done is not wasted.
+ * Admission control (admission.ts), called where new work starts. Steps of a login already under way
+ * are never shed, so a ramp past capacity turns into fast 503s for new logins instead of timeouts, and
+ * the work already done is not wasted.
  */
-export function admitNewWork(c: Context<AppEnv>): void {
-  if (inflight > c.get("config").POLICY.max_inflight_requests)
-    throw new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", { retryAfter: 1, status: 503 });
-}
+export { admitNewWork } from "./admission";
 
 /**
  * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503
@@ -86,9 +80,15 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
       throw err;
     }
     c.env = countingEnv(c.env);
+    const route = routeOf(mode, c.req.url, config.TENANT_HOSTS);
+    // New work is refused before the request awaits anything (issue 27 item 17): on a busy thread each
+    // await would queue it behind the backlog it is refused for. The deployment's policy decides.
+    if (mode === "issuer" && isNewWorkByPath(c.req.method, route.path, new URL(c.req.url))) {
+      c.set("config", config);
+      admitNewWork(c);
+    }
     // With the shard generations appended live (issue 13), read at most every few seconds per isolate.
     const live = await withLiveShards(c.env, config);
-    const route = routeOf(mode, c.req.url, config.TENANT_HOSTS);
     c.set("tenantRoute", route);
     // A custom host is its tenant's only issuer: no other tenant's paths under it.
     if (route.via === "host" && /^\/t\//.test(route.path)) throw new OAuthError("not_found", "no such endpoint");
@@ -100,11 +100,11 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     if (config.ENVIRONMENT !== "production" && c.req.header("x-keyway-trace") === "1") traceStoreCalls();
     // A request counts as in flight once its body has arrived: a client that sends a body slowly
     // holds its own connection, never a slot new work needs, and its body has a deadline (408).
-    let counted = false;
+    let countedAt: number | null = null;
     const count = () => {
-      if (!counted) {
-        counted = true;
-        inflight++;
+      if (countedAt === null) {
+        countedAt = Date.now();
+        started();
       }
     };
     if (c.req.raw.body) watchBody(c.req.raw, { deadlineMs: config.POLICY.body_deadline_seconds * 1000, onRead: count });
@@ -112,7 +112,7 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     try {
       await next();
     } finally {
-      if (counted) inflight--;
+      if (countedAt !== null) finished(Date.now() - countedAt, c.res.status);
     }
   });
   // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.

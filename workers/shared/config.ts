@@ -135,6 +135,11 @@ export const policyFields = z.object({
   client_auth_failures_per_minute: z.number().int().min(1).max(1_000_000).default(20),
   /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
   max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
+  /**
+   * Recent latency of an isolate's requests (ms) past which new work is refused, 503 with a
+   * Retry-After from the backlog (admission.ts; issue 27 item 17): a bound in time, not only in flight.
+   */
+  admission_latency_ms: z.number().int().min(10).max(60_000).default(500),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
   body_deadline_seconds: z.number().int().min(1).max(60).default(10),
   login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),

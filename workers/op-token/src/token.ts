@@ -29,6 +29,9 @@ const GRANT_TYPES = new Set(["authorization_code", "refresh_token", "client_cred
 export async function token(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   const form = await readForm(c.req.raw);
+  // A refresh or client credentials grant is new work: refused before the client is looked up. A
+  // code redemption or a device's poll finishes what was already admitted.
+  if (form.grant_type === "refresh_token" || form.grant_type === "client_credentials") admitNewWork(c);
   const client = await authenticateClient(c.env, config, c.req.raw, form);
   corsClient(c, client);
   const grantType = form.grant_type;
