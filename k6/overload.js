@@ -17,6 +17,8 @@ const probe = new Trend("probe_discovery", true);
 const noRetryAfter = new Counter("refusals_without_retry_after");
 const retryAfter = new Trend("refusal_retry_after_s");
 
+const SHOW = ["p(50)>=0", "p(95)>=0", "p(99)>=0", "max>=0"];
+
 export const options = {
   setupTimeout: "5m",
   scenarios: {
@@ -43,12 +45,13 @@ export const options = {
     },
   },
   summaryTrendStats: ["p(50)", "p(95)", "p(99)", "max", "count"],
+  // Thresholds that always hold, so the summary prints these sub-metrics' percentiles.
   thresholds: {
-    "http_req_duration{status:503}": ["p(50)>=0"],
-    "http_req_duration{status:200}": ["p(50)>=0"],
-    probe_discovery: ["p(50)>=0"],
+    "http_req_duration{status:503}": SHOW,
+    "http_req_duration{status:200}": SHOW,
+    probe_discovery: SHOW,
     refusals_without_retry_after: ["count==0"],
-    refusal_retry_after_s: ["p(50)>=0"],
+    refusal_retry_after_s: SHOW,
   },
 };
 

@@ -139,7 +139,7 @@ export const policyFields = z.object({
    * Recent latency of an isolate's requests (ms) past which new work is refused, 503 with a
    * Retry-After from the backlog (admission.ts; issue 27 item 17): a bound in time, not only in flight.
    */
-  admission_latency_ms: z.number().int().min(10).max(60_000).default(500),
+  admission_latency_ms: z.number().int().min(10).max(60_000).default(150),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
   body_deadline_seconds: z.number().int().min(1).max(60).default(10),
   login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
