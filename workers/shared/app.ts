@@ -1,4 +1,4 @@
-import { type Context, Hono } from "hono";
+import { Hono } from "hono";
 import { getPath as honoPath } from "hono/utils/url";
 import { admitNewWork, finished, isNewWorkByPath, started } from "./admission";
 import { type Config, ConfigError, loadConfig } from "./config";
