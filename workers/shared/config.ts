@@ -1,7 +1,7 @@
 import { z } from "zod";
 // With its extension: scripts/deploy.mjs imports config.ts in Node (type stripping), which resolves no bare paths.
 import { DEFAULT_REGIONS, regionsSchema } from "./regions.ts";
-import { MAX_SHARDS } from "./shard-plan";
+import { MAX_SHARDS } from "./shard-plan.ts";
 
 /**
  * Keyway's configuration: every string variable and secret of a Worker, parsed once per isolate.
