@@ -72,7 +72,7 @@ export class AuditOutbox {
    * Writes the oldest batch to D1 and deletes it here. Returns how many events still wait. Throws
    * when D1 fails; the rows stay and the caller tries again later.
    */
-  async flush(db: D1Database): Promise<number> {
+  async flush(db: D1Database, handOff?: (events: AuditEvent[]) => Promise<void>): Promise<number> {
     const rows = this.sql
       .exec<Record<(typeof COLUMNS)[number] | "seq", SqlStorageValue>>(
         `SELECT seq, ${COLUMNS.join(", ")} FROM ${this.table} ORDER BY seq LIMIT ?`,
@@ -81,6 +81,8 @@ export class AuditOutbox {
       .toArray();
     if (rows.length === 0) return 0;
     await writeToD1(db, rows);
+    // Before the rows go: what is handed over (the webhook queues) is handed over at least once.
+    if (handOff) await handOff(rows.map(eventOf));
     this.sql.exec(`DELETE FROM ${this.table} WHERE seq <= ?`, rows.at(-1)?.seq as number);
     return rows.length < AUDIT_BATCH ? 0 : this.count();
   }
@@ -113,4 +115,19 @@ async function writeToD1(db: D1Database, rows: Record<string, SqlStorageValue>[]
         .bind(JSON.stringify([...logins].map(([user, at]) => ({ user, at })))),
     );
   await db.batch(statements);
+}
+
+/** A stored row as the event it was. */
+function eventOf(r: Record<string, SqlStorageValue>): AuditEvent {
+  return {
+    id: r.id as string,
+    at: r.at as number,
+    kind: r.kind as AuditEvent["kind"],
+    user_id: (r.user_id as string | null) ?? null,
+    email_key: (r.email_key as string | null) ?? null,
+    client_id: (r.client_id as string | null) ?? null,
+    ip: (r.ip as string | null) ?? null,
+    detail: typeof r.detail === "string" ? (JSON.parse(r.detail) as Record<string, unknown>) : null,
+    ...(typeof r.tenant === "string" ? { tenant: r.tenant } : {}),
+  };
 }

@@ -19,6 +19,7 @@ export const STORE_BINDINGS = {
   refresh: { binding: "REFRESH_TOKENS", class: "RefreshTokenRotator" },
   mail: { binding: "MAIL_OUTBOX", class: "MailOutbox" },
   audit: { binding: "AUDIT", class: "AuditBuffer" },
+  webhook: { binding: "WEBHOOKS", class: "WebhookOutbox" },
 } as const;
 
 // ---- The audit trail: events a store writes in its own transaction (audit-outbox.ts) or buffers (AuditBuffer).
@@ -45,6 +46,7 @@ export const AUDIT_KINDS = [
   "key_rotation",
   "device_decision",
   "shard_change",
+  "webhook_disabled",
 ] as const;
 
 export type AuditKind = (typeof AUDIT_KINDS)[number];
@@ -357,4 +359,50 @@ export interface OutboxItem {
   expires_at: number;
   /** The AuditBuffer shard the Worker chose for this email's events. */
   audit_shard: string;
+}
+
+// ---- WebhookOutbox: webhook messages waiting for delivery, and what their attempts answered (issue 25).
+
+/** A message to queue: one webhook event for one endpoint. Its key is `<id>:<endpoint_id>`. */
+export interface WebhookMessageInput {
+  /** `webhook-id`: the same for every endpoint an event goes to, stable across retries and replays. */
+  id: string;
+  endpoint_id: string;
+  tenant: string;
+  type: string;
+  /** The JSON envelope, fixed when queued: every attempt signs and sends these bytes. */
+  body: string;
+}
+
+export type WebhookMessageStatus = "pending" | "delivered" | "failed";
+
+export interface WebhookMessageView {
+  id: string;
+  type: string;
+  status: WebhookMessageStatus;
+  attempts: number;
+  created_at: number;
+  next_at: number | null;
+  last_status: number | null;
+  last_error: string | null;
+}
+
+export interface WebhookAttemptView {
+  message_id: string;
+  type: string;
+  at: number;
+  /** The receiver's HTTP status; 0 when there was no answer (timeout, refused connection). */
+  status: number;
+  latency_ms: number;
+  error: string | null;
+  /** When the message is tried next, if it is still pending. */
+  next_at: number | null;
+}
+
+export interface WebhookCounts {
+  pending: number;
+  delivered: number;
+  failed: number;
+  attempts_ok: number;
+  attempts_failed: number;
 }

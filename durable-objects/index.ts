@@ -10,6 +10,7 @@ export { MailOutbox } from "./mail-outbox";
 export { RefreshTokenRotator } from "./refresh-token-rotator";
 export { RevocationStore } from "./revocation-store";
 export { SessionStore } from "./session-store";
+export { WebhookOutbox } from "./webhook-outbox";
 
 export default {
   async fetch(): Promise<Response> {

@@ -12,6 +12,7 @@ import type { MailOutbox } from "./mail-outbox";
 import type { RefreshTokenRotator } from "./refresh-token-rotator";
 import type { RevocationStore } from "./revocation-store";
 import type { SessionStore } from "./session-store";
+import type { WebhookOutbox } from "./webhook-outbox";
 
 export type {
   AuditBuffer,
@@ -21,6 +22,7 @@ export type {
   RefreshTokenRotator,
   RevocationStore,
   SessionStore,
+  WebhookOutbox,
 };
 
 /** Each class STORE_BINDINGS names, by its name. */
@@ -32,6 +34,7 @@ export interface StoreClasses {
   RefreshTokenRotator: RefreshTokenRotator;
   MailOutbox: MailOutbox;
   AuditBuffer: AuditBuffer;
+  WebhookOutbox: WebhookOutbox;
 }
 
 type Bindings = typeof STORE_BINDINGS;

@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { errorField, log } from "../workers/shared/log";
+import { handOffToWebhooks, type WebhookHandOffEnv } from "../workers/shared/webhooks/handoff";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
 import type { AuditEvent } from "./contract";
 
@@ -149,7 +150,9 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     this.alarmAt = null;
     let auditAt = Number.POSITIVE_INFINITY;
     try {
-      if ((await this.audit.flush(this.env.DB)) > 0) auditAt = now;
+      // The events, once in D1, are handed to the webhook queues before they leave the outbox (issue 25).
+      const handOff = (events: AuditEvent[]) => handOffToWebhooks(this.env as unknown as WebhookHandOffEnv, events);
+      if ((await this.audit.flush(this.env.DB, handOff)) > 0) auditAt = now;
       this.auditFailures = 0;
     } catch (err) {
       // The events stay in the outbox; back off while D1 fails. Expiry below does not wait for D1.
@@ -179,7 +182,17 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
     if (
       name === "constructor" ||
       typeof verb !== "function" ||
-      ["schema", "upgrades", "indexes", "expiringTables", "outboxTable", "auditBacklog", "alarm"].includes(name)
+      // Not counted as served: what the object itself runs, and the counters `GET /admin/v1/stats` reads.
+      [
+        "schema",
+        "upgrades",
+        "indexes",
+        "expiringTables",
+        "outboxTable",
+        "auditBacklog",
+        "alarm",
+        "webhookCounts",
+      ].includes(name)
     )
       continue;
     proto[name] = function (this: ShardStore, ...args: unknown[]) {

@@ -201,10 +201,11 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
       "refresh",
       "revocation",
       "session",
+      "webhook",
     ]);
     for (const store of ["challenge", "code", "refresh", "revocation", "session"])
       expect(stores[store]?.shards).toHaveLength(3);
-    for (const store of ["mail", "audit"]) expect(stores[store]?.shards).toHaveLength(4);
+    for (const store of ["mail", "audit", "webhook"]) expect(stores[store]?.shards).toHaveLength(4);
     expect(totals.durable_object_calls).toBe(Object.values(stores).reduce((a, s) => a + s.total, 0));
   });
 

@@ -150,8 +150,57 @@ function reply(res: ServerResponse, status: number, body: unknown): void {
 const resendError = (res: ServerResponse, status: number, name: string, message: string) =>
   reply(res, status, { statusCode: status, name, message });
 
+/**
+ * A webhook receiver (issue 25): `POST /hooks/<name>` records each delivery (headers, raw body, the
+ * status it answered); `GET /hooks/<name>` lists them. By name: `fail<N>-...` answers 500 to the first
+ * N; `down-...` answers 503 until `POST /hooks-control/<name>?state=up` (and again after `state=down`);
+ * `redirect-...` answers 302 to a path that would accept it.
+ */
+interface ReceivedHook {
+  at: number;
+  headers: Record<string, string>;
+  body: string;
+  answered: number;
+}
+const hooks = new Map<string, ReceivedHook[]>();
+const hooksUp = new Map<string, boolean>();
+
+async function handleHook(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
+  const control = /^\/hooks-control\/([\w.-]+)$/.exec(url.pathname);
+  if (control && req.method === "POST") {
+    hooksUp.set(control[1] as string, url.searchParams.get("state") === "up");
+    reply(res, 200, { ok: true });
+    return true;
+  }
+  const m = /^\/hooks\/([\w.-]+)$/.exec(url.pathname);
+  if (!m) return false;
+  const name = m[1] as string;
+  const list = hooks.get(name) ?? [];
+  hooks.set(name, list);
+  if (req.method === "GET") {
+    reply(res, 200, { received: list });
+    return true;
+  }
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  const n = list.length + 1;
+  const fail = /^fail(\d+)-/.exec(name);
+  let answered = 200;
+  if (fail && n <= Number(fail[1])) answered = 500;
+  else if (name.startsWith("down-") && !hooksUp.get(name)) answered = 503;
+  else if (name.startsWith("redirect-")) answered = 302;
+  const headers = Object.fromEntries(
+    Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : String(v ?? "")]),
+  );
+  list.push({ at: Date.now(), headers, body: Buffer.concat(chunks).toString("utf8"), answered });
+  if (answered === 302) res.writeHead(302, { Location: `/hooks/ok-${name}` }).end();
+  else reply(res, answered, { ok: answered === 200 });
+  return true;
+}
+
 async function handleHttp(req: IncomingMessage, res: ServerResponse, apiKey: string): Promise<void> {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
+  if (await handleHook(req, res, url)) return;
   if (req.method === "GET" && url.pathname === "/received") {
     const to = (url.searchParams.get("to") ?? "").toLowerCase();
     reply(res, 200, { messages: received.filter((m) => m.to.includes(to)) });

@@ -7,33 +7,45 @@ import { OAuthError } from "./errors";
  * revocation, a device authorization, client credentials), per isolate. Two bounds:
  *
  * - **In flight:** past `max_inflight_requests` requests being worked on, refuse.
- * - **In time** (issue 27 item 17): past `admission_latency_ms` of recent latency, refuse. A count
+ * - **In time** (issue 27 item 17): past `admission_latency_ms` of estimated queueing, refuse. A count
  *   alone lets the queue grow: on one busy thread every admitted request's awaits wait behind the
  *   others, so 48 in flight at 45 logins a second meant about a second a step, and a refusal waited in
- *   that queue too. Recent latency is an average of admitted requests' times in this isolate (from the
- *   handler's start to its answer), decayed while nothing completes, so an idle isolate admits again.
+ *   that queue too. The estimate (`backlogMs`) comes from the times of the isolate's recent requests
+ *   (from the handler's start to its answer); with none completed lately it is 0, so an idle isolate
+ *   admits again.
  *
  * The check runs before any await of the request (createApp calls it by path; the token endpoint once
  * it knows the grant type), so a refusal costs no storage call and does not queue behind the work.
- * Retry-After is the time the backlog should take to clear: about the recent latency, times how far
- * past the bound it is, at least 1 s and at most 30 s.
+ * Retry-After is the time the backlog should take to clear: about the estimated queueing, times how
+ * far past the bound it is, at least 1 s and at most 30 s.
  */
 
 /** Requests this isolate is working on (all apps in an isolate share it). */
 let inflight = 0;
-/** Recent latency of admitted requests (ms), and when it was last updated. */
-let latencyMs = 0;
-let latencyAt = 0;
 
-/** How fast a recent latency fades while no request completes (ms): the backlog it measured has drained. */
-const DECAY_MS = 1_000;
-/** Weight of the newest completion in the average. */
-const ALPHA = 0.2;
+/**
+ * Recent latencies of admitted requests (ms) and when each completed: a ring of the last SAMPLES.
+ * The backlog is estimated as the median of those completed in the last WINDOW_MS over the least of
+ * those in the last FLOOR_MS: queueing on top of what a request takes when nothing waits (far-away
+ * Durable Objects make every request slow, not only a queued one). A median, so one slow request (a
+ * fan-out, a cold object) does not shed anything; a queue moves most requests at once.
+ */
+const SAMPLES = 64;
+const WINDOW_MS = 2_000;
+const FLOOR_MS = 30_000;
+/** Fewer recent completions than this say nothing about a queue. */
+const MIN_SAMPLES = 8;
+const latencies: { ms: number; at: number }[] = [];
+let next = 0;
 
-/** The recent latency as of `now`: decayed for the time since the last completion. */
-export function recentLatencyMs(now = Date.now()): number {
-  if (latencyMs === 0) return 0;
-  return latencyMs * Math.exp(-Math.max(0, now - latencyAt) / DECAY_MS);
+/** The estimated queueing delay as of `now` (ms): 0 with too few recent completions. */
+export function backlogMs(now = Date.now()): number {
+  const recent = latencies.filter((l) => now - l.at <= WINDOW_MS).map((l) => l.ms);
+  if (recent.length < MIN_SAMPLES) return 0;
+  recent.sort((a, b) => a - b);
+  const median = recent[Math.floor(recent.length / 2)] as number;
+  const floor = Math.min(...latencies.filter((l) => now - l.at <= FLOOR_MS).map((l) => l.ms));
+  return Math.max(0, median - floor);
 }
 
 /** A request began being worked on (createApp: once its body has arrived). */
@@ -42,31 +54,31 @@ export function started(): void {
 }
 
 /**
- * A request was answered after `ms`. Refusals (503) are not counted: they take no time, and counting
- * them would make a backlog look short.
+ * A request was answered after `ms`; `timed` when its time tells of the queue admission watches.
+ * Refusals (503) are not counted: they take no time, and counting them would make a backlog look short.
  */
-export function finished(ms: number, status: number, now = Date.now()): void {
+export function finished(ms: number, status: number, timed = true, now = Date.now()): void {
   inflight--;
-  if (status === 503) return;
-  latencyMs = recentLatencyMs(now) * (1 - ALPHA) + Math.max(0, ms) * ALPHA;
-  latencyAt = now;
+  if (!timed || status === 503) return;
+  latencies[next] = { ms: Math.max(0, ms), at: now };
+  next = (next + 1) % SAMPLES;
 }
 
-/** Forgets the recent latency (tests). */
+/** Forgets the recent latencies (tests). */
 export function resetAdmission(): void {
-  latencyMs = 0;
-  latencyAt = 0;
+  latencies.length = 0;
+  next = 0;
 }
 
 /** 503 with Retry-After when this isolate is past either bound; nothing otherwise. */
 export function admitNewWork(c: Context<AppEnv>): void {
   const p = c.get("config").POLICY;
-  const latency = recentLatencyMs();
+  const backlog = backlogMs();
   const overCount = inflight > p.max_inflight_requests;
-  const overTime = latency > p.admission_latency_ms;
+  const overTime = backlog > p.admission_latency_ms;
   if (!overCount && !overTime) return;
-  const pastBound = Math.max(1, latency / p.admission_latency_ms, inflight / p.max_inflight_requests);
-  const retryAfter = Math.min(30, Math.max(1, Math.ceil((latency * pastBound) / 1000)));
+  const pastBound = Math.max(1, backlog / p.admission_latency_ms, inflight / p.max_inflight_requests);
+  const retryAfter = Math.min(30, Math.max(1, Math.ceil((backlog * pastBound) / 1000)));
   throw new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", { retryAfter, status: 503 });
 }
 

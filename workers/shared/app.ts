@@ -107,12 +107,14 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
         started();
       }
     };
+    // Admission is the issuer's (op-auth, op-token): an admin request's time says nothing of their queue.
+    const timed = mode === "issuer";
     if (c.req.raw.body) watchBody(c.req.raw, { deadlineMs: config.POLICY.body_deadline_seconds * 1000, onRead: count });
     else count();
     try {
       await next();
     } finally {
-      if (countedAt !== null) finished(Date.now() - countedAt, c.res.status);
+      if (countedAt !== null) finished(Date.now() - countedAt, c.res.status, timed);
     }
   });
   // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.

@@ -51,6 +51,8 @@ const rawShardsSchema = z
      */
     mail: generations.default({ counts: [4], from: [0] }),
     audit: generations.default({ counts: [4], from: [0] }),
+    /** Webhook queues (issue 25): an endpoint's messages stay in the shard chosen when it was created. */
+    webhook: generations.default({ counts: [4], from: [0] }),
     /**
      * A region's own counts (issue 12), for the stores it lists; the others follow the counts above.
      * A region's list is its own history: it only ever grows at the end, like the default's.
@@ -58,7 +60,11 @@ const rawShardsSchema = z
     regions: z
       .record(
         z.string().regex(/^[a-z][a-z0-9]{1,7}$/),
-        z.object(storeGenerations).extend({ mail: generations, audit: generations }).partial().strict(),
+        z
+          .object(storeGenerations)
+          .extend({ mail: generations, audit: generations, webhook: generations })
+          .partial()
+          .strict(),
       )
       .default({}),
   })

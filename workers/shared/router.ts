@@ -116,6 +116,8 @@ export const DRAIN_MS: Record<ShardedStore, number> = {
   // Mail retries and audit events waiting for D1: hours.
   mail: 2 * DAY,
   audit: 2 * DAY,
+  // An endpoint's queue stays where it was created: never retired.
+  webhook: Number.POSITIVE_INFINITY,
 };
 
 /**

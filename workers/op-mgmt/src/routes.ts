@@ -33,6 +33,22 @@ import {
   userInput,
   userPatch,
 } from "./users";
+import {
+  createWebhook,
+  deleteWebhook,
+  getWebhook,
+  listWebhooks,
+  patchWebhook,
+  replayInput,
+  replayWebhook,
+  rotateInput,
+  rotateWebhookSecret,
+  testWebhook,
+  webhookAttempts,
+  webhookInput,
+  webhookMessages,
+  webhookPatch,
+} from "./webhooks";
 
 /**
  * The admin API, one row per endpoint: op-mgmt registers its handlers from this table, and the
@@ -60,6 +76,84 @@ export interface AdminRoute {
 }
 
 export const ADMIN_ROUTES: readonly AdminRoute[] = [
+  {
+    method: "post",
+    path: "/admin/v1/webhooks",
+    summary: "Add a webhook endpoint: its URL and the events it wants; its signing secret is shown once",
+    handler: createWebhook,
+    body: webhookInput,
+    status: 201,
+    scope: "tenant",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/webhooks",
+    summary: "List webhook endpoints",
+    handler: listWebhooks,
+    scope: "tenant",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/webhooks/:id",
+    summary: "Read a webhook endpoint",
+    handler: getWebhook,
+    scope: "tenant",
+  },
+  {
+    method: "patch",
+    path: "/admin/v1/webhooks/:id",
+    summary: "Change a webhook endpoint's URL, events or description, or disable or enable it",
+    handler: patchWebhook,
+    body: webhookPatch,
+    scope: "tenant",
+  },
+  {
+    method: "delete",
+    path: "/admin/v1/webhooks/:id",
+    summary: "Delete a webhook endpoint",
+    handler: deleteWebhook,
+    status: 204,
+    scope: "tenant",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/webhooks/:id/rotate-secret",
+    summary: "A new signing secret, shown once; the old one also signs for overlap_seconds",
+    handler: rotateWebhookSecret,
+    body: rotateInput,
+    scope: "tenant",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/webhooks/:id/test",
+    summary: "Send a webhook.test event to this endpoint",
+    handler: testWebhook,
+    scope: "tenant",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/webhooks/:id/attempts",
+    summary: "The endpoint's latest delivery attempts: status, latency, error, next retry",
+    handler: webhookAttempts,
+    query: ["limit"],
+    scope: "tenant",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/webhooks/:id/messages",
+    summary: "The endpoint's messages, newest first, by status (pending, delivered, failed)",
+    handler: webhookMessages,
+    query: ["status", "limit"],
+    scope: "tenant",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/webhooks/:id/replay",
+    summary: "Send one message again (message_id), or every message since a time (since)",
+    handler: replayWebhook,
+    body: replayInput,
+    scope: "tenant",
+  },
   {
     method: "post",
     path: "/admin/v1/tenants",

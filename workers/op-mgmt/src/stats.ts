@@ -14,7 +14,7 @@ interface ShardStats {
 }
 
 /** Every sharded Durable Object a login can touch: the five stores and the two write-behind objects. */
-const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit"];
+const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit", "webhook"];
 
 function statsOf(env: Env, ref: ShardRef): Promise<ShardStats> {
   // Every one of these classes has `stats()`; the stub's type is not narrowed over the union here.
@@ -31,7 +31,7 @@ function statsOf(env: Env, ref: ShardRef): Promise<ShardStats> {
  */
 export async function shardStats(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
-  const [stores, peers] = await Promise.all([
+  const [stores, peers, webhooks] = await Promise.all([
     Promise.all(
       OBJECTS.map(async (store) => {
         const rows = await Promise.all(
@@ -60,6 +60,8 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
       }),
     ),
     askPeers(c.env, config.ADMIN_TOKEN, "GET", "/__keyway/counters"),
+    // Webhook messages by status in every queue, and attempts since each queue started (issue 25).
+    Promise.all(allShards(config, "webhook").map((ref) => shard(c.env, "webhook", ref).webhookCounts())),
   ]);
   const d1FromPeers = peers.reduce<number>(
     (sum, p) => sum + ((p as { d1_queries?: number } | null)?.d1_queries ?? 0),
@@ -68,6 +70,13 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
   return json(
     {
       stores: Object.fromEntries(stores),
+      webhooks: webhooks.reduce(
+        (sum, w) => {
+          for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += w[k];
+          return sum;
+        },
+        { pending: 0, delivered: 0, failed: 0, attempts_ok: 0, attempts_failed: 0 },
+      ),
       totals: {
         durable_object_calls: stores.reduce((a, [, s]) => a + s.total, 0),
         rows_written: stores.reduce((a, [, s]) => a + s.rows_written, 0),

@@ -1,0 +1,385 @@
+import { abortAllDurableObjects, env, runDurableObjectAlarm } from "cloudflare:test";
+import { Webhook } from "standardwebhooks";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { webhookUrlProblem } from "../../workers/shared/webhooks/endpoints";
+import { forgetWebhookSubscribers } from "../../workers/shared/webhooks/handoff";
+import {
+  admin,
+  Browser,
+  fullLogin,
+  latestCode,
+  pinClock,
+  pkce,
+  registerClient,
+  type Store,
+  shardStub,
+  sql,
+  uniqueEmail,
+  writeBehindStub,
+} from "../support/harness";
+
+// Webhooks (issue 25): events from the audit trail, delivered at least once by the WebhookOutbox to a
+// real receiver (the Node HTTP server of test/support/global-setup.ts), signed by the Standard Webhooks
+// scheme and checked with its reference verifier (npm standardwebhooks).
+
+afterEach(() => vi.useRealTimers());
+
+const receiverPort = () => (env as unknown as { TEST_MAIL_PEERS: { httpPort: number } }).TEST_MAIL_PEERS.httpPort;
+let hookCounter = 0;
+/** A receiver URL; its name's prefix picks its behaviour (`down-`, `fail<N>-`, `redirect-`). */
+const receiver = (prefix = "ok") => {
+  const name = `${prefix}-${++hookCounter}-${Math.random().toString(36).slice(2, 8)}`;
+  return { name, url: `http://127.0.0.1:${receiverPort()}/hooks/${name}` };
+};
+
+interface Received {
+  at: number;
+  headers: Record<string, string>;
+  body: string;
+  answered: number;
+}
+async function received(name: string): Promise<Received[]> {
+  const res = await fetch(`http://127.0.0.1:${receiverPort()}/hooks/${name}`);
+  return ((await res.json()) as { received: Received[] }).received;
+}
+async function setReceiver(name: string, state: "up" | "down"): Promise<void> {
+  await fetch(`http://127.0.0.1:${receiverPort()}/hooks-control/${name}?state=${state}`, { method: "POST" });
+}
+
+interface Endpoint {
+  id: string;
+  secret: string;
+  url: string;
+  enabled: boolean;
+  events: string[];
+}
+async function createEndpoint(url: string, events: string[] = ["*"]): Promise<Endpoint> {
+  const res = await admin("/webhooks", { method: "POST", json: { url, events, description: "test" } });
+  expect(res.status, await res.clone().text()).toBe(201);
+  // The stores read a tenant's endpoints at most every 5 s per isolate; the test does not wait for that.
+  forgetWebhookSubscribers();
+  return (await res.json()) as Endpoint;
+}
+
+/** The endpoint's WebhookOutbox shard, by the address D1 keeps for it. */
+async function queueOf(endpoint: { id: string }): Promise<DurableObjectStub> {
+  const row = await env.DB.prepare("SELECT shard FROM webhook_endpoints WHERE id = ?")
+    .bind(endpoint.id)
+    .first<{ shard: string }>();
+  return env.WEBHOOKS.get(env.WEBHOOKS.idFromName(row?.shard as string));
+}
+
+const STORES: Store[] = ["session", "challenge", "code", "revocation", "refresh"];
+/** Every audit outbox and buffer flushes to D1 and hands its events to the webhook queues (the alarms). */
+async function flushAudit(): Promise<void> {
+  for (const stub of [
+    ...STORES.flatMap((s) => [0, 1, 2].map((n) => shardStub(s, 0, n))),
+    ...[0, 1, 2, 3].map((n) => writeBehindStub("audit", n)),
+  ])
+    await runDurableObjectAlarm(stub);
+}
+
+/** One run of the queue's alarm: every due message is attempted. */
+async function deliver(endpoint: { id: string }): Promise<void> {
+  await runDurableObjectAlarm(await queueOf(endpoint));
+}
+
+const messagesOf = async (endpoint: { id: string }) =>
+  sql<{ id: string; status: string; attempts: number; next_at: number; first_at: number }>(
+    await queueOf(endpoint),
+    "SELECT id, status, attempts, next_at, first_at FROM messages WHERE endpoint_id = ? ORDER BY created_at, id",
+    endpoint.id,
+  );
+
+const verify = (secret: string, r: Received) =>
+  new Webhook(secret).verify(r.body, {
+    "webhook-id": r.headers["webhook-id"] as string,
+    "webhook-timestamp": r.headers["webhook-timestamp"] as string,
+    "webhook-signature": r.headers["webhook-signature"] as string,
+  }) as { type: string; tenant: string; timestamp: string; data: Record<string, unknown>; api_version: number };
+
+describe("webhooks: delivery (issue 25)", () => {
+  it("delivers a sign-in that a Standard Webhooks verifier accepts, and nothing the endpoint did not ask for", async () => {
+    const hook = receiver();
+    const endpoint = await createEndpoint(hook.url, ["user.signed_in"]);
+    expect(endpoint.secret).toMatch(/^whsec_/);
+    const client = await registerClient();
+    const { tokens } = await fullLogin(client, uniqueEmail("hook"));
+    // A wrong code (user.sign_in_failed), which this endpoint did not subscribe to.
+    const browser = new Browser();
+    const email = uniqueEmail("typo");
+    const tx = await browser.startLogin(client, (await pkce()).challenge);
+    await browser.postJson("/email-code/generate", { tx, email });
+    const real = await latestCode(email);
+    await browser.postJson("/email-code/verify", { tx, email, code: real === "000000" ? "111111" : "000000" });
+
+    await flushAudit();
+    await deliver(endpoint);
+    const got = await received(hook.name);
+    expect(got).toHaveLength(1);
+    const message = got[0] as Received;
+    expect(message.headers["content-type"]).toBe("application/json");
+    const payload = verify(endpoint.secret, message);
+    expect(payload).toMatchObject({ type: "user.signed_in", tenant: "default", api_version: 1 });
+    const sub = JSON.parse(atob((tokens.id_token.split(".")[1] as string).replace(/-/g, "+").replace(/_/g, "/"))).sub;
+    expect(payload.data.user_id).toBe(sub);
+    // A tampered body fails the same verifier.
+    expect(() =>
+      verify(endpoint.secret, { ...message, body: message.body.replace("signed_in", "signed_up") }),
+    ).toThrow();
+    // Delivered once: the queue says so, and another run sends nothing again.
+    expect((await messagesOf(endpoint)).map((m) => m.status)).toEqual(["delivered"]);
+    await deliver(endpoint);
+    expect(await received(hook.name)).toHaveLength(1);
+    // The attempt is visible to the operator.
+    const attempts = (await (await admin(`/webhooks/${endpoint.id}/attempts`)).json()) as {
+      attempts: { status: number; error: string | null; next_at: string | null }[];
+    };
+    expect(attempts.attempts).toMatchObject([{ status: 200, error: null, next_at: null }]);
+  });
+
+  it("retries a receiver that is down, keeps the queue across a restart, and delivers each message once when it is back", async () => {
+    const at = pinClock();
+    const hook = receiver("down");
+    const endpoint = await createEndpoint(hook.url, ["user.signed_in"]);
+    const client = await registerClient();
+    await fullLogin(client, uniqueEmail("down1"));
+    await fullLogin(client, uniqueEmail("down2"));
+    await flushAudit();
+    await deliver(endpoint);
+    let messages = await messagesOf(endpoint);
+    expect(messages.map((m) => [m.status, m.attempts])).toEqual([
+      ["pending", 1],
+      ["pending", 1],
+    ]);
+    // The first retry comes about 5 s later (with jitter), not at once.
+    for (const m of messages) expect(m.next_at - m.first_at).toBeGreaterThanOrEqual(4_000);
+    // Every Durable Object restarts: nothing of the queue was in memory.
+    await abortAllDurableObjects();
+    at(10_000);
+    await deliver(endpoint);
+    messages = await messagesOf(endpoint);
+    expect(messages.map((m) => [m.status, m.attempts])).toEqual([
+      ["pending", 2],
+      ["pending", 2],
+    ]);
+    await setReceiver(hook.name, "up");
+    at(10_000 + 60_000);
+    await deliver(endpoint);
+    expect((await messagesOf(endpoint)).map((m) => m.status)).toEqual(["delivered", "delivered"]);
+    const got = await received(hook.name);
+    expect(got.map((r) => r.answered)).toEqual([503, 503, 503, 503, 200, 200]);
+    // Each message reached the receiver (a 200) once, under the same webhook-id as its failed tries.
+    const delivered = got.filter((r) => r.answered === 200).map((r) => r.headers["webhook-id"]);
+    expect(new Set(delivered).size).toBe(2);
+    expect(new Set(got.map((r) => r.headers["webhook-id"]))).toEqual(new Set(delivered));
+    for (const r of got) verify(endpoint.secret, r);
+  });
+
+  it("fails a message after a day of retries (the dead letter), and replays it on demand", async () => {
+    const start = Date.now();
+    const at = pinClock(start);
+    const hook = receiver("down");
+    const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
+    expect((await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" })).status).toBe(202);
+    let attempts = 0;
+    for (let i = 0; i < 30; i++) {
+      const [m] = await messagesOf(endpoint);
+      if (m?.status !== "pending") break;
+      at((m.next_at as number) - start);
+      await deliver(endpoint);
+      attempts++;
+    }
+    const [dead] = await messagesOf(endpoint);
+    expect(dead?.status).toBe("failed");
+    // Retried with growing delays for the whole day, then given up.
+    expect(attempts).toBeGreaterThanOrEqual(8);
+    expect(Date.now() - start).toBeGreaterThanOrEqual(86_400_000);
+    const failed = (await (await admin(`/webhooks/${endpoint.id}/messages?status=failed`)).json()) as {
+      messages: { id: string; attempts: number }[];
+    };
+    expect(failed.messages).toHaveLength(1);
+    // The receiver is back: replay the dead letter by its id.
+    await setReceiver(hook.name, "up");
+    const replay = await admin(`/webhooks/${endpoint.id}/replay`, {
+      method: "POST",
+      json: { message_id: failed.messages[0]?.id },
+    });
+    expect(await replay.json()).toEqual({ replayed: 1 });
+    await deliver(endpoint);
+    expect((await messagesOf(endpoint)).map((m) => m.status)).toEqual(["delivered"]);
+    // Replay by time: everything since the start, delivered again (the receiver deduplicates by id).
+    const since = await admin(`/webhooks/${endpoint.id}/replay`, {
+      method: "POST",
+      json: { since: new Date(start - 1000).toISOString() },
+    });
+    expect(await since.json()).toEqual({ replayed: 1 });
+    await deliver(endpoint);
+    const ok = (await received(hook.name)).filter((r) => r.answered === 200);
+    expect(ok).toHaveLength(2);
+    expect(ok[0]?.headers["webhook-id"]).toBe(ok[1]?.headers["webhook-id"]);
+  });
+
+  it("signs with both secrets while a rotated one overlaps, then with the new one alone", async () => {
+    const start = Date.now();
+    const at = pinClock(start);
+    const hook = receiver();
+    const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
+    const rotated = await admin(`/webhooks/${endpoint.id}/rotate-secret`, {
+      method: "POST",
+      json: { overlap_seconds: 3600 },
+    });
+    const { secret } = (await rotated.json()) as { secret: string };
+    expect(secret).not.toBe(endpoint.secret);
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    const [during] = await received(hook.name);
+    expect(during?.headers["webhook-signature"]?.split(" ")).toHaveLength(2);
+    // A receiver on either secret accepts it.
+    expect(verify(endpoint.secret, during as Received).type).toBe("webhook.test");
+    expect(verify(secret, during as Received).type).toBe("webhook.test");
+    // After the overlap, only the new secret signs.
+    at(3_601_000);
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    const after = (await received(hook.name))[1] as Received;
+    expect(after.headers["webhook-signature"]?.split(" ")).toHaveLength(1);
+    expect(() => verify(endpoint.secret, after)).toThrow();
+    expect(verify(secret, after).type).toBe("webhook.test");
+  });
+
+  it("disables an endpoint that keeps failing, with an audit event, and fails its messages until it is enabled", async () => {
+    const start = Date.now();
+    const at = pinClock(start);
+    const hook = receiver("down");
+    const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
+    // 50 messages, 25 attempted a run: 50 failed attempts in a row ...
+    for (let i = 0; i < 50; i++) await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    await deliver(endpoint);
+    let row = await env.DB.prepare("SELECT enabled, consecutive_failures FROM webhook_endpoints WHERE id = ?")
+      .bind(endpoint.id)
+      .first<{ enabled: number; consecutive_failures: number }>();
+    // ... but not yet failing for three days: still enabled.
+    expect(row).toEqual({ enabled: 1, consecutive_failures: 50 });
+    at(3 * 86_400_000 + 1_000);
+    await deliver(endpoint);
+    row = await env.DB.prepare("SELECT enabled, consecutive_failures FROM webhook_endpoints WHERE id = ?")
+      .bind(endpoint.id)
+      .first<{ enabled: number; consecutive_failures: number }>();
+    expect(row?.enabled).toBe(0);
+    const view = (await (await admin(`/webhooks/${endpoint.id}`)).json()) as {
+      enabled: boolean;
+      disabled_reason: string;
+    };
+    expect(view.enabled).toBe(false);
+    expect(view.disabled_reason).toContain("failed attempts in a row");
+    // The audit event, once the queue's own outbox flushes.
+    await deliver(endpoint);
+    const event = await env.DB.prepare(
+      "SELECT detail FROM audit_events WHERE kind = 'webhook_disabled' AND detail LIKE ?",
+    )
+      .bind(`%${endpoint.id}%`)
+      .first<{ detail: string }>();
+    expect(event).not.toBeNull();
+    // Disabled: its remaining messages fail without a request; enabling it and replaying sends them.
+    const before = (await received(hook.name)).length;
+    at(3 * 86_400_000 + 120_000);
+    await deliver(endpoint);
+    await deliver(endpoint);
+    expect((await received(hook.name)).length).toBe(before);
+    await setReceiver(hook.name, "up");
+    const enabled = await admin(`/webhooks/${endpoint.id}`, { method: "PATCH", json: { enabled: true } });
+    expect(((await enabled.json()) as { enabled: boolean; consecutive_failures: number }).consecutive_failures).toBe(0);
+    const replay = await admin(`/webhooks/${endpoint.id}/replay`, {
+      method: "POST",
+      json: { since: new Date(start - 1000).toISOString() },
+    });
+    expect(((await replay.json()) as { replayed: number }).replayed).toBe(50);
+    await deliver(endpoint);
+    await deliver(endpoint);
+    expect((await messagesOf(endpoint)).every((m) => m.status === "delivered")).toBe(true);
+  });
+
+  it("follows no redirect: a 3xx is a failed attempt", async () => {
+    const hook = receiver("redirect");
+    const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    const attempts = (await (await admin(`/webhooks/${endpoint.id}/attempts`)).json()) as {
+      attempts: { status: number; error: string; next_at: string | null }[];
+    };
+    expect(attempts.attempts[0]).toMatchObject({ status: 302, error: "redirects are not followed" });
+    expect(attempts.attempts[0]?.next_at).not.toBeNull();
+    expect(await received(`ok-${hook.name}`)).toHaveLength(0);
+  });
+});
+
+describe("webhooks: endpoints (issue 25)", () => {
+  it("refuses URLs that could reach inside: private, link-local, non-https, credentials", async () => {
+    for (const url of [
+      "https://10.0.0.5/hook",
+      "https://192.168.1.1/hook",
+      "https://169.254.169.254/latest",
+      "https://[fe80::1]/hook",
+      "https://[::ffff:10.0.0.1]/hook",
+      "http://example.com/hook",
+      "https://user:pw@example.com/hook",
+      "ftp://example.com/hook",
+      "not a url",
+    ]) {
+      const res = await admin("/webhooks", { method: "POST", json: { url, events: ["*"] } });
+      expect(res.status, url).toBe(400);
+    }
+    expect(
+      (
+        await admin("/webhooks", {
+          method: "POST",
+          json: { url: "https://hooks.example.com/x", events: ["user.nope"] },
+        })
+      ).status,
+    ).toBe(400);
+    // In production, https only and no loopback.
+    expect(webhookUrlProblem("http://127.0.0.1:9/x", true)).not.toBeNull();
+    expect(webhookUrlProblem("https://127.0.0.1/x", true)).not.toBeNull();
+    expect(webhookUrlProblem("https://hooks.example.com/x", true)).toBeNull();
+  });
+
+  it("shows the secret once, keeps it sealed, and lists, changes and deletes endpoints per tenant", async () => {
+    const hook = receiver();
+    const endpoint = await createEndpoint(hook.url, ["user.signed_in", "user.locked"]);
+    const read = (await (await admin(`/webhooks/${endpoint.id}`)).json()) as Record<string, unknown>;
+    expect(read.secret).toBeUndefined();
+    expect(read.events).toEqual(["user.signed_in", "user.locked"]);
+    const row = await env.DB.prepare("SELECT secret_sealed FROM webhook_endpoints WHERE id = ?")
+      .bind(endpoint.id)
+      .first<{ secret_sealed: string }>();
+    expect(row?.secret_sealed).not.toContain(endpoint.secret.slice(6, 20));
+    const patched = await admin(`/webhooks/${endpoint.id}`, {
+      method: "PATCH",
+      json: { events: ["*"], enabled: false },
+    });
+    expect(await patched.json()).toMatchObject({ events: ["*"], enabled: false });
+    // Another tenant does not see it.
+    const tenant = `wh-${Math.random().toString(36).slice(2, 8)}`;
+    expect((await admin("/tenants", { method: "POST", json: { id: tenant, name: "Webhook tenant" } })).status).toBe(
+      201,
+    );
+    expect((await admin(`/tenants/${tenant}/webhooks/${endpoint.id}`)).status).toBe(404);
+    const listed = (await (await admin(`/tenants/${tenant}/webhooks`)).json()) as { webhooks: unknown[] };
+    expect(listed.webhooks).toEqual([]);
+    expect((await admin(`/webhooks/${endpoint.id}`, { method: "DELETE" })).status).toBe(204);
+    expect((await admin(`/webhooks/${endpoint.id}`)).status).toBe(404);
+  });
+
+  it("counts deliveries in GET /admin/v1/stats", async () => {
+    const hook = receiver();
+    const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    const stats = (await (await admin("/stats")).json()) as { webhooks: Record<string, number> };
+    expect(stats.webhooks.delivered).toBeGreaterThanOrEqual(1);
+    expect(stats.webhooks).toHaveProperty("pending");
+    expect(stats.webhooks).toHaveProperty("failed");
+  });
+});

@@ -1,0 +1,52 @@
+/**
+ * Standard Webhooks signatures (standardwebhooks.com; ../shared/CONTRACT.md §8): the secret is
+ * `whsec_` and the base64 of its key bytes; each message carries `webhook-id`, `webhook-timestamp`
+ * (seconds) and `webhook-signature: v1,<base64 HMAC-SHA-256 over "<id>.<timestamp>.<body>">`, several
+ * space-separated while a rotated secret overlaps the new one. Any Standard Webhooks verifier accepts it.
+ */
+
+const PREFIX = "whsec_";
+
+const toBase64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
+
+function fromBase64(value: string): Uint8Array {
+  const bin = atob(value);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** A new signing secret: 32 random bytes (the spec asks for 24 to 64). */
+export function newWebhookSecret(): string {
+  return `${PREFIX}${toBase64(crypto.getRandomValues(new Uint8Array(32)))}`;
+}
+
+export async function webhookSignature(secret: string, id: string, timestamp: number, body: string): Promise<string> {
+  if (!secret.startsWith(PREFIX)) throw new Error("a webhook secret starts with whsec_");
+  const key = await crypto.subtle.importKey(
+    "raw",
+    fromBase64(secret.slice(PREFIX.length)),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${timestamp}.${body}`));
+  return `v1,${toBase64(new Uint8Array(mac))}`;
+}
+
+/** The headers of one delivery: one signature per live secret (the new one first). */
+export async function webhookHeaders(
+  secrets: string[],
+  id: string,
+  timestamp: number,
+  body: string,
+): Promise<Record<string, string>> {
+  const signatures = await Promise.all(secrets.map((s) => webhookSignature(s, id, timestamp, body)));
+  return {
+    "content-type": "application/json",
+    "user-agent": "Keyway-Webhooks/1",
+    "webhook-id": id,
+    "webhook-timestamp": String(timestamp),
+    "webhook-signature": signatures.join(" "),
+  };
+}
