@@ -25,8 +25,11 @@ const PLACEHOLDER_DB_ID = "00000000-0000-0000-0000-000000000000";
 /** Paths each Worker serves on the issuer's host (shared with `npm start`). */
 export const ROUTES = PRODUCTION_ROUTES;
 
-/** Secrets the store Worker needs (the MailOutbox sends from it); the op-* Workers get them all. */
-const STORE_SECRETS = ["MAIL_OUTBOX_SECRET", "MAIL_API_KEY", "SMTP_PASSWORD"];
+/**
+ * Secrets the store Worker needs (the MailOutbox sends mail from it; the WebhookOutbox unseals webhook
+ * secrets with KEY_ENCRYPTION_SECRET); the op-* Workers get them all.
+ */
+const STORE_SECRETS = ["MAIL_OUTBOX_SECRET", "MAIL_API_KEY", "SMTP_PASSWORD", "KEY_ENCRYPTION_SECRET"];
 
 /**
  * @typedef {{

@@ -112,7 +112,8 @@ describe("audit trail", () => {
     // In the shards' outboxes, next to the session and the spent code; no AuditBuffer call, no D1 yet.
     const signIn = (await outbox(sessionShard)).filter((e) => e.user_id === sub);
     expect(signIn.map((e) => e.kind)).toEqual(["sign_in"]);
-    expect(JSON.parse(signIn[0]?.detail as string)).toEqual({ sid: decodeJwt(tokens.id_token).sid });
+    // The user's first sign-in created it (a sign-up): the event says so, for the user.created webhook.
+    expect(JSON.parse(signIn[0]?.detail as string)).toEqual({ sid: decodeJwt(tokens.id_token).sid, created: true });
     const issued = (await outbox(codeShard)).filter((e) => e.user_id === sub);
     expect(issued.map((e) => [e.kind, e.detail])).toEqual([["token_issued", '{"grant_type":"authorization_code"}']]);
     expect(await d1Count("user_id = ?", sub)).toBe(0);

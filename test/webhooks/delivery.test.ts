@@ -54,6 +54,8 @@ interface Endpoint {
   events: string[];
 }
 async function createEndpoint(url: string, events: string[] = ["*"]): Promise<Endpoint> {
+  // Events of earlier tests still in an outbox are handed over now, before this endpoint exists.
+  await flushAudit();
   const res = await admin("/webhooks", { method: "POST", json: { url, events, description: "test" } });
   expect(res.status, await res.clone().text()).toBe(201);
   // The stores read a tenant's endpoints at most every 5 s per isolate; the test does not wait for that.
@@ -136,6 +138,26 @@ describe("webhooks: delivery (issue 25)", () => {
       attempts: { status: number; error: string | null; next_at: string | null }[];
     };
     expect(attempts.attempts).toMatchObject([{ status: 200, error: null, next_at: null }]);
+  });
+
+  it("announces a sign-up as user.created, once: a returning user's sign-in creates nothing", async () => {
+    const at = pinClock();
+    const hook = receiver();
+    const endpoint = await createEndpoint(hook.url, ["user.created"]);
+    const client = await registerClient();
+    const email = uniqueEmail("signup");
+    const first = await fullLogin(client, email);
+    at(61_000); // past the address's resend interval
+    await fullLogin(client, email, { browser: new Browser() });
+    await flushAudit();
+    await deliver(endpoint);
+    const got = await received(hook.name);
+    expect(got).toHaveLength(1);
+    const payload = verify(endpoint.secret, got[0] as Received);
+    const sub = JSON.parse(
+      atob((first.tokens.id_token.split(".")[1] as string).replace(/-/g, "+").replace(/_/g, "/")),
+    ).sub;
+    expect(payload).toMatchObject({ type: "user.created", data: { user_id: sub, via: "sign_up" } });
   });
 
   it("retries a receiver that is down, keeps the queue across a restart, and delivers each message once when it is back", async () => {

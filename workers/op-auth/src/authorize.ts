@@ -119,7 +119,7 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
       kind: "sign_in",
       user: login.session.sub,
       emailKey: login.emailKey,
-      detail: { sid: login.session.sid },
+      detail: login.created ? { sid: login.session.sid, created: true } : { sid: login.session.sid },
     }),
   });
   if (!started)

@@ -234,12 +234,15 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   // The user of the address: known to its shard after the first sign-in, else read (or created) in D1
   // and remembered there after the response. Its email is the normalized address itself.
   let userId = result.user?.id;
+  // Signed up by this very code (for the `user.created` webhook, from the sign_in event).
+  let created = false;
   if (!userId) {
     const row =
       config.SIGNUP === "open"
         ? await findOrCreateUser(c.env, config.TENANT, email, now)
         : await findUserByEmail(c.env, config.TENANT, email);
     if (!row) throw invalidCode();
+    created = row.created_at === now;
     const known = { id: row.id };
     userId = known.id;
     c.executionCtx.waitUntil(challenges.rememberUser(emailKey, known, now).catch(() => undefined));
@@ -256,6 +259,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     session: { sid, sub: user.id, email: user.email, auth_time: Math.floor(now / 1000), expires_at: now + ttl * 1000 },
     sessionHash: await sha256(sessionId),
     emailKey,
+    created,
   });
   endReplacedSession(c);
 

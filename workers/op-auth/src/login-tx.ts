@@ -74,6 +74,8 @@ export interface VerifiedLogin {
   sessionHash: string;
   /** The HMAC of the address, for the `sign_in` event. */
   emailKey: string;
+  /** The user was created by this sign-in (a sign-up). */
+  created: boolean;
 }
 
 interface VerifiedState {
@@ -81,19 +83,21 @@ interface VerifiedState {
   session: SessionInfo;
   session_hash: string;
   email_key: string;
+  created?: boolean;
   exp: number;
 }
 
 export async function sealVerifiedLogin(
   config: Config,
   tx: LoginTx,
-  login: { session: SessionInfo; sessionHash: string; emailKey: string },
+  login: { session: SessionInfo; sessionHash: string; emailKey: string; created?: boolean },
 ): Promise<string> {
   const state: VerifiedState = {
     request: tx.request,
     session: login.session,
     session_hash: login.sessionHash,
     email_key: login.emailKey,
+    ...(login.created ? { created: true } : {}),
     exp: tx.expiresAt,
   };
   return sealOnto(config, tx.id.id, "login-done", state);
@@ -110,5 +114,6 @@ export async function openVerifiedLogin(config: Config, value: unknown, now: num
     session: opened.state.session,
     sessionHash: opened.state.session_hash,
     emailKey: opened.state.email_key,
+    created: opened.state.created === true,
   };
 }
