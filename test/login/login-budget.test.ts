@@ -164,6 +164,27 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(mailboxRead.calls).toBe(1);
   });
 
+  it("a returning user's login with a webhook endpoint subscribed to sign-ins: the same 6 calls and no D1 query (issue 25)", async () => {
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    const hook = await admin(
+      "/webhooks",
+      { method: "POST", json: { url: "http://127.0.0.1:9/hooks", events: ["user.signed_in", "user.created"] } },
+      e,
+    );
+    expect(hook.status).toBe(201);
+    const email = uniqueEmail("hook-budget");
+    const at = pinClock();
+    await measuredLogin(e, client, email);
+    at(11_000);
+    const { mailboxRead: _, ...login } = await measuredLogin(e, client, email);
+    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(6);
+    expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
+    expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
+    const { id } = (await hook.json()) as { id: string };
+    expect((await admin(`/webhooks/${id}`, { method: "DELETE" }, e)).status).toBe(204);
+  });
+
   it("a first login reads and writes D1 for its user, once, and remembers it in the email's shard", async () => {
     const e = withVars({ POLICY: "{}" });
     const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
