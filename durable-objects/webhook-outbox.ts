@@ -59,8 +59,10 @@ interface Outcome {
 const BACKOFF_S = [5, 30, 120, 600, 1_800, 3_600, 7_200, 14_400, 28_800];
 /** A delivered or failed message (and each attempt) is kept this long, for the operator and replay. */
 const KEEP_MS = 14 * 86_400_000;
-/** Messages one alarm run sends at most (in parallel); the rest wait for the next run, at once. */
+/** Messages attempted at once (in parallel). */
 const BATCH = 25;
+/** How long one alarm run goes on taking batches while more are due. */
+const RUN_MS = 15_000;
 /** How much of a receiver's answer is read. */
 const ANSWER_CAP = 4_096;
 
@@ -217,7 +219,18 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
     }
   }
 
+  /** Batches until none is due, for at most RUN_MS an alarm run (a busy endpoint is not held to one batch a second). */
   async #deliverDue(): Promise<void> {
+    const started = Date.now();
+    while ((await this.#deliverBatch()) === BATCH && Date.now() - started < RUN_MS);
+    const next = this.sql
+      .exec<{ n: number | null }>("SELECT MIN(next_at) AS n FROM messages WHERE status = 'pending'")
+      .one().n;
+    if (next !== null) await this.expireAt(Math.max(next, Date.now()));
+  }
+
+  /** One batch of due messages, attempted in parallel; how many there were. */
+  async #deliverBatch(): Promise<number> {
     const now = Date.now();
     const due = this.sql
       .exec<MessageRow & Record<string, SqlStorageValue>>(
@@ -246,10 +259,7 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
       });
       await this.#endpointHealth(due, outcomes, endpoints, at, policy);
     }
-    const next = this.sql
-      .exec<{ n: number | null }>("SELECT MIN(next_at) AS n FROM messages WHERE status = 'pending'")
-      .one().n;
-    if (next !== null) await this.expireAt(Math.max(next, Date.now()));
+    return due.length;
   }
 
   async #attempt(m: MessageRow, endpoint: WebhookEndpointRow | undefined, timeoutMs: number): Promise<Outcome> {

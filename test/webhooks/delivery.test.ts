@@ -275,7 +275,7 @@ describe("webhooks: delivery (issue 25)", () => {
     const at = pinClock(start);
     const hook = receiver("down");
     const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
-    // 50 messages, 25 attempted a run: 50 failed attempts in a row ...
+    // 50 messages, each attempted once: 50 failed attempts in a row ...
     for (let i = 0; i < 50; i++) await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
     await deliver(endpoint);
     await deliver(endpoint);
