@@ -249,8 +249,18 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
         .all<WebhookEndpointRow>();
       const endpoints = new Map(results.map((r) => [r.id, r]));
       const policy = webhookPolicy(this.env);
+      // Each endpoint's secrets are unsealed once a batch, not once a message.
+      const secrets = new Map<string, Promise<string[]>>();
+      const secretsOf = (endpoint: WebhookEndpointRow, key: string) => {
+        let s = secrets.get(endpoint.id);
+        if (!s) {
+          s = liveSecrets(key, endpoint, now);
+          secrets.set(endpoint.id, s);
+        }
+        return s;
+      };
       const outcomes = await Promise.all(
-        due.map((m) => this.#attempt(m, endpoints.get(m.endpoint_id), policy.timeout_ms)),
+        due.map((m) => this.#attempt(m, endpoints.get(m.endpoint_id), policy.timeout_ms, secretsOf)),
       );
       const at = Date.now();
       this.ctx.storage.transactionSync(() => {
@@ -262,7 +272,12 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
     return due.length;
   }
 
-  async #attempt(m: MessageRow, endpoint: WebhookEndpointRow | undefined, timeoutMs: number): Promise<Outcome> {
+  async #attempt(
+    m: MessageRow,
+    endpoint: WebhookEndpointRow | undefined,
+    timeoutMs: number,
+    secretsOf: (endpoint: WebhookEndpointRow, key: string) => Promise<string[]>,
+  ): Promise<Outcome> {
     if (!endpoint) return { status: 0, latency_ms: 0, error: "the endpoint was deleted", final: true };
     if (!endpoint.enabled) return { status: 0, latency_ms: 0, error: "the endpoint is disabled", final: true };
     const problem = webhookUrlProblem(endpoint.url, this.env.ENVIRONMENT === "production");
@@ -271,7 +286,7 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
     if (!secret) return { status: 0, latency_ms: 0, error: "KEY_ENCRYPTION_SECRET is not set for the stores" };
     const started = Date.now();
     try {
-      const secrets = await liveSecrets(secret, endpoint, started);
+      const secrets = await secretsOf(endpoint, secret);
       const headers = await webhookHeaders(secrets, m.id, Math.floor(started / 1000), m.body);
       const res = await fetch(endpoint.url, {
         method: "POST",

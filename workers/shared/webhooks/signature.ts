@@ -21,15 +21,28 @@ export function newWebhookSecret(): string {
   return `${PREFIX}${toBase64(crypto.getRandomValues(new Uint8Array(32)))}`;
 }
 
+/** HMAC keys imported once per isolate (a queue signs every message of an endpoint with the same one). */
+const keys = new Map<string, Promise<CryptoKey>>();
+
+function hmacKey(secret: string): Promise<CryptoKey> {
+  let key = keys.get(secret);
+  if (!key) {
+    if (!secret.startsWith(PREFIX)) throw new Error("a webhook secret starts with whsec_");
+    key = crypto.subtle.importKey(
+      "raw",
+      fromBase64(secret.slice(PREFIX.length)),
+      { name: "HMAC", hash: "SHA-256" },
+      false,
+      ["sign"],
+    );
+    if (keys.size > 1_000) keys.clear();
+    keys.set(secret, key);
+  }
+  return key;
+}
+
 export async function webhookSignature(secret: string, id: string, timestamp: number, body: string): Promise<string> {
-  if (!secret.startsWith(PREFIX)) throw new Error("a webhook secret starts with whsec_");
-  const key = await crypto.subtle.importKey(
-    "raw",
-    fromBase64(secret.slice(PREFIX.length)),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
+  const key = await hmacKey(secret);
   const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${timestamp}.${body}`));
   return `v1,${toBase64(new Uint8Array(mac))}`;
 }
