@@ -7,14 +7,14 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
 import { freePort, type Stack, startStack } from "../../scripts/stack.mjs";
-import { signInWithEmailCode } from "./support";
+import { signInWithEmailCode } from "./support.js";
 
 // Issue 25: no webhook message is lost when the whole stack stops (workerd killed) while a receiver
 // is down: sign-ins made before the stop, some still in their store's audit outbox and some queued for
 // delivery, all reach the receiver after a restart on the same state folder, each verified.
 
 const tmp = mkdtempSync(join(tmpdir(), "keyway-e2e-hooks-"));
-const vars = {
+const vars: Record<string, string> = {
   ...generateSecrets(),
   POLICY: JSON.stringify({ ip_generate_per_minute: 1000, ip_verify_per_minute: 1000 }),
 };
