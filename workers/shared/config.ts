@@ -142,8 +142,8 @@ export const policyFields = z.object({
   /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
   max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
   /**
-   * Recent latency of an isolate's requests (ms) past which new work is refused, 503 with a
-   * Retry-After from the backlog (admission.ts; issue 27 item 17): a bound in time, not only in flight.
+   * Estimated queueing in an isolate (ms; admission.ts) past which new work is refused, 503 with a
+   * Retry-After from the backlog (issue 27 item 17): a bound in time, not only in flight.
    */
   admission_latency_ms: z.number().int().min(10).max(60_000).default(150),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
