@@ -47,6 +47,7 @@ export const AUDIT_KINDS = [
   "device_decision",
   "shard_change",
   "webhook_disabled",
+  "grant_revoked",
 ] as const;
 
 export type AuditKind = (typeof AUDIT_KINDS)[number];

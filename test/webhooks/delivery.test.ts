@@ -6,6 +6,7 @@ import { forgetWebhookSubscribers } from "../../workers/shared/webhooks/handoff"
 import {
   admin,
   Browser,
+  form,
   fullLogin,
   latestCode,
   pinClock,
@@ -158,6 +159,22 @@ describe("webhooks: delivery (issue 25)", () => {
       atob((first.tokens.id_token.split(".")[1] as string).replace(/-/g, "+").replace(/_/g, "/")),
     ).sub;
     expect(payload).toMatchObject({ type: "user.created", data: { user_id: sub, via: "sign_up" } });
+  });
+
+  it("announces a grant its client revoked (RFC 7009) as grant.revoked", async () => {
+    const hook = receiver();
+    const endpoint = await createEndpoint(hook.url, ["grant.revoked"]);
+    const client = await registerClient();
+    const { tokens } = await fullLogin(client, uniqueEmail("revoke"));
+    expect((await form(client, { token: tokens.refresh_token as string }, "/revoke")).status).toBe(200);
+    await flushAudit();
+    await deliver(endpoint);
+    const got = await received(hook.name);
+    expect(got).toHaveLength(1);
+    expect(verify(endpoint.secret, got[0] as Received)).toMatchObject({
+      type: "grant.revoked",
+      data: { client_id: client.client_id },
+    });
   });
 
   it("retries a receiver that is down, keeps the queue across a restart, and delivers each message once when it is back", async () => {

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { type AppEnv, admitNewWork } from "../../shared/app";
+import { audit, loginRegion } from "../../shared/audit";
 import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { NO_STORE, readForm } from "../../shared/http";
@@ -20,8 +21,15 @@ export async function revoke(c: Context<AppEnv>): Promise<Response> {
   corsClient(c, client);
   if (!form.token) throw new OAuthError("invalid_request", "token is required");
   const found = await lookupToken(c.env, config, form.token, form.token_type_hint);
-  if (found?.type === "refresh_token" && found.grant.client_id === client.client_id)
+  if (found?.type === "refresh_token" && found.grant.client_id === client.client_id) {
     await revokeGrant(c.env, config, found.grantId, found.grant.sid);
+    // A grant ended by its client (for the grant.revoked webhook); after the response.
+    audit(
+      c,
+      { kind: "grant_revoked", user: found.grant.sub, client: client.client_id, detail: { sid: found.grant.sid } },
+      loginRegion(config, found.grant.sid),
+    );
+  }
   if (found?.type === "access_token" && found.claims.client_id === client.client_id) {
     const ttl = (found.claims.exp ?? 0) * 1000;
     if (ttl > Date.now()) await revokeInSidShard(c.env, config, found.claims.sid, [`jti:${found.claims.jti}`]);

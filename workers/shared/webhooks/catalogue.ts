@@ -16,6 +16,7 @@ export const WEBHOOK_EVENT_TYPES = [
   "users.imported",
   "session.ended",
   "refresh_token.reuse_detected",
+  "grant.revoked",
   "device.approved",
   "device.denied",
   "client.created",
@@ -58,6 +59,8 @@ export function webhookEventsOf(e: AuditEvent): WebhookEvent[] {
       return [{ type: "user.locked", data: { email_key: e.email_key, ip: e.ip } }];
     case "logout":
       return [{ type: "session.ended", data: { ...who, sids: d.sid ?? [] } }];
+    case "grant_revoked":
+      return [{ type: "grant.revoked", data: { ...who, sid: d.sid ?? null } }];
     case "refresh_reuse":
       return [{ type: "refresh_token.reuse_detected", data: { ...who, sid: d.sid ?? null } }];
     case "device_decision":
