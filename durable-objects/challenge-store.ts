@@ -123,11 +123,13 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         expires_at INTEGER NOT NULL,
         PRIMARY KEY (email_key, source_key)) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS source_failures_exp ON source_failures(expires_at)",
-      // An address whose counts in earlier generations' shards are being carried here (issue 27 item 9):
-      // while a row is here, no code of the address is tried (as with an unreported failure).
+      // An address whose counts in earlier generations' shards are carried here (issue 27 item 9): while
+      // `done` is 0, no code of the address is tried (as with an unreported failure); once done, the row
+      // stays for the carry window so the counts are carried once, never again after a sign-in.
       `CREATE TABLE IF NOT EXISTS carry_pending (
         email_key TEXT PRIMARY KEY,
         sources TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
         expires_at INTEGER NOT NULL) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS carry_pending_exp ON carry_pending(expires_at)",
       `CREATE TABLE IF NOT EXISTS captured (
@@ -161,6 +163,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         "ALTER TABLE home_reports ADD COLUMN reset_source TEXT",
         "ALTER TABLE home_reports ADD COLUMN carry_from TEXT",
       ],
+      carry_pending: ["ALTER TABLE carry_pending ADD COLUMN done INTEGER NOT NULL DEFAULT 0"],
     };
   }
 
@@ -409,7 +412,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       // The address's first wrong code on this shard since a shard count change moved it here: its
       // counts on the shards it had before are carried over before any other code is tried (issue 27
       // item 9). A right code costs nothing; a wrong one, once, a call to each earlier shard.
-      if (a.carryFrom?.length && l.failures === 0 && l.consecutive === 0) {
+      if (a.carryFrom?.length && this.#carryState(emailKey, now) === "none") {
         this.#markCarry(emailKey, a.carryFrom, now);
         carry = true;
       }
@@ -471,7 +474,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     let { l, source } = this.ctx.storage.transactionSync(() => {
       const limits = this.#limits(emailKey, now);
       // The home's first failure for the address since a shard count change moved its home here.
-      if (a.carryFrom?.length && a.failures > 0 && limits.failures === 0 && limits.consecutive === 0) {
+      if (a.carryFrom?.length && a.failures > 0 && this.#carryState(emailKey, now) === "none") {
         this.#markCarry(emailKey, a.carryFrom, now);
         carry = true;
       }
@@ -590,30 +593,38 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       .toArray();
     for (const { email_key } of owed) await this.#reportHome(email_key);
     const carrying = this.sql
-      .exec<{ email_key: string }>("SELECT email_key FROM carry_pending WHERE expires_at > ? LIMIT 100", Date.now())
+      .exec<{ email_key: string }>(
+        "SELECT email_key FROM carry_pending WHERE done = 0 AND expires_at > ? LIMIT 100",
+        Date.now(),
+      )
       .toArray();
     for (const { email_key } of carrying) await this.#carry(email_key);
     await super.alarm();
     const left = this.sql
       .exec<{ n: number }>(
         `SELECT (SELECT COUNT(*) FROM home_reports WHERE unreported > 0 OR reset > 0)
-           + (SELECT COUNT(*) FROM carry_pending) AS n`,
+           + (SELECT COUNT(*) FROM carry_pending WHERE done = 0) AS n`,
       )
       .one();
     if (left.n > 0) await this.expireAt(Date.now() + REPORT_RETRY_MS);
   }
 
+  /** Whether the address's counts are being carried here, were carried, or neither (within the window). */
+  #carryState(emailKey: string, now: number): "none" | "pending" | "done" {
+    const row = this.sql
+      .exec<{ done: number }>("SELECT done FROM carry_pending WHERE email_key = ? AND expires_at > ?", emailKey, now)
+      .toArray()[0];
+    return row ? (row.done ? "done" : "pending") : "none";
+  }
+
   #carryPending(emailKey: string, now: number): boolean {
-    return (
-      this.sql.exec("SELECT 1 FROM carry_pending WHERE email_key = ? AND expires_at > ?", emailKey, now).toArray()
-        .length > 0
-    );
+    return this.#carryState(emailKey, now) === "pending";
   }
 
   #markCarry(emailKey: string, sources: string[], now: number): void {
     this.sql.exec(
-      `INSERT INTO carry_pending (email_key, sources, expires_at) VALUES (?, ?, ?)
-       ON CONFLICT(email_key) DO UPDATE SET sources = excluded.sources, expires_at = excluded.expires_at`,
+      `INSERT INTO carry_pending (email_key, sources, done, expires_at) VALUES (?, ?, 0, ?)
+       ON CONFLICT(email_key) DO UPDATE SET sources = excluded.sources, done = 0, expires_at = excluded.expires_at`,
       emailKey,
       JSON.stringify(sources),
       now + CARRY_PENDING_MS,
@@ -639,9 +650,11 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         now,
       )
       .toArray();
-    if (!l && sources.length === 0) return null;
+    const carried = this.#carryState(emailKey, now) !== "none";
+    if (!l && sources.length === 0 && !carried) return null;
     const live = (until: number, n: number) => (until > now ? n : 0);
     return {
+      carried,
       failures: l ? live(l.failures_reset_at, l.failures) : 0,
       failures_reset_at: l?.failures_reset_at ?? 0,
       consecutive: l ? live(l.consecutive_until, l.consecutive) : 0,
@@ -661,7 +674,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
   async #carry(emailKey: string): Promise<void> {
     if (this.#carrying.has(emailKey)) return;
     const pending = this.sql
-      .exec<{ sources: string }>("SELECT sources FROM carry_pending WHERE email_key = ?", emailKey)
+      .exec<{ sources: string }>("SELECT sources FROM carry_pending WHERE email_key = ? AND done = 0", emailKey)
       .toArray()[0];
     if (!pending) return;
     this.#carrying.add(emailKey);
@@ -673,6 +686,8 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       this.ctx.storage.transactionSync(() => {
         const now = Date.now();
         const l = this.#limits(emailKey, now);
+        // Newest generation first: a shard that itself carried from older ones already holds their
+        // counts, so the older ones are not added twice.
         for (const c of carried) {
           if (!c) continue;
           if (c.failures > 0) {
@@ -690,9 +705,15 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
               until: Math.max(here.until, s.expires_at),
             });
           }
+          if (c.carried) break;
         }
         this.#saveLimits(emailKey, l);
-        this.sql.exec("DELETE FROM carry_pending WHERE email_key = ?", emailKey);
+        // Carried once for the window: a later wrong code (after a sign-in, say) carries nothing again.
+        this.sql.exec(
+          "UPDATE carry_pending SET done = 1, expires_at = ? WHERE email_key = ?",
+          now + LIMITS_CARRY_WINDOW_MS,
+          emailKey,
+        );
       });
     } catch (err) {
       log("warn", "challenge: carrying an address's counts from an earlier generation failed; the alarm retries it", {

@@ -160,6 +160,8 @@ export const LIMITS_CARRY_WINDOW_MS = 24 * 3_600_000;
 
 /** An address's failure counts in a shard, handed to its shard in a later generation (issue 27 item 9). */
 export interface CarriedLimits {
+  /** That shard carried counts from older generations itself: they are in these, so older shards are not read. */
+  carried: boolean;
   failures: number;
   failures_reset_at: number;
   consecutive: number;

@@ -1,5 +1,8 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { loadConfig } from "../../workers/shared/config";
+import { hmac } from "../../workers/shared/crypto";
+import { routeKey } from "../../workers/shared/router";
 import {
   Browser,
   call,
@@ -362,7 +365,7 @@ describe("limits across a challenge-store shard count change (issue 27 item 9)",
     expect(counted).toBe(1);
     // The right code is refused too: the source is locked for the address, as it was before the switch.
     expect((await fresh.postJson("/email-code/verify", { tx: tx2, email, code: real2 })).status).toBe(429);
-    // Another source (the person) still signs in.
+    // Carried once: after the person signs in (below), a typo of hers carries nothing again.
     const person = new Browser({ env: after });
     const { challenge: c3 } = await pkce();
     const tx3 = await person.startLogin(client, c3);
@@ -370,5 +373,25 @@ describe("limits across a challenge-store shard count change (issue 27 item 9)",
     expect((await person.postJson("/email-code/generate", { tx: tx3, email })).status).toBe(200);
     const mine = (await mailbox(email, after))[0]?.code as string;
     expect((await person.postJson("/email-code/verify", { tx: tx3, email, code: mine })).status).toBe(200);
+    const person2 = new Browser({ env: after });
+    const tx4 = await person2.startLogin(client, (await pkce()).challenge);
+    advance(183_000);
+    expect((await person2.postJson("/email-code/generate", { tx: tx4, email })).status).toBe(200);
+    const fresh4 = (await mailbox(email, after))[0]?.code as string;
+    const typo = await person2.postJson("/email-code/verify", {
+      tx: tx4,
+      email,
+      code: fresh4 === "000000" ? "111111" : "000000",
+    });
+    expect(typo.status).toBe(400);
+    const key = await hmac(loadConfig(after).OTP_HMAC_SECRET, `email:${email}`);
+    const shard = routeKey(loadConfig(after), "challenge", key, "global");
+    const [row] = await sql<{ consecutive: number }>(
+      shardStub("challenge", shard.gen, shard.shard),
+      "SELECT consecutive FROM email_limits WHERE email_key = ?",
+      key,
+    );
+    // One wrong code in a row after the sign-in, not the 10 of generation 0 carried again.
+    expect(row?.consecutive).toBe(1);
   });
 });

@@ -110,8 +110,9 @@ export const DRAIN_MS: Record<ShardedStore, number> = {
   code: 2 * DAY,
   // Sessions (at most 30 days) and login transactions.
   session: 31 * DAY,
-  // sids and jtis: a refresh family names its sid for as long as it lives (at most 365 days).
-  revocation: 366 * DAY,
+  // sids and jtis: a sid is made with its session (up to 30 days), and a refresh family begun late in
+  // that session names it for 365 days more.
+  revocation: (30 + 365 + 2) * DAY,
   refresh: 366 * DAY,
   // Mail retries and audit events waiting for D1: hours.
   mail: 2 * DAY,
