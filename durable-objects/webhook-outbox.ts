@@ -53,6 +53,8 @@ interface Outcome {
   error: string | null;
   /** Nothing to retry: the endpoint is gone, disabled, or its URL is no longer allowed. */
   final?: boolean;
+  /** Keyway's own failure (no key to unseal the secret): retried, never counted against the endpoint. */
+  ours?: boolean;
 }
 
 /** Delays after the 1st, 2nd, ... failed attempt (s); the last repeats until the retry window ends. */
@@ -291,10 +293,16 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
     const problem = webhookUrlProblem(endpoint.url, this.env.ENVIRONMENT === "production");
     if (problem) return { status: 0, latency_ms: 0, error: problem, final: true };
     const secret = this.env.KEY_ENCRYPTION_SECRET;
-    if (!secret) return { status: 0, latency_ms: 0, error: "KEY_ENCRYPTION_SECRET is not set for the stores" };
+    if (!secret)
+      return { status: 0, latency_ms: 0, error: "KEY_ENCRYPTION_SECRET is not set for the stores", ours: true };
+    let secrets: string[];
+    try {
+      secrets = await secretsOf(endpoint, secret);
+    } catch {
+      return { status: 0, latency_ms: 0, error: "the endpoint's secret cannot be unsealed", ours: true };
+    }
     const started = Date.now();
     try {
-      const secrets = await secretsOf(endpoint, secret);
       const headers = await webhookHeaders(secrets, m.id, Math.floor(started / 1000), m.body);
       const res = await fetch(endpoint.url, {
         method: "POST",
@@ -376,7 +384,7 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
     const tally = new Map<string, { ok: number; failed: number }>();
     due.forEach((m, i) => {
       const o = outcomes[i] as Outcome;
-      if (o.final) return;
+      if (o.final || o.ours) return;
       const t = tally.get(m.endpoint_id) ?? { ok: 0, failed: 0 };
       if (o.error === null) t.ok++;
       else t.failed++;

@@ -123,6 +123,18 @@ describe("resource indicators: the code flow and refresh (RFC 8707 §2.1, §2.2)
     expect(await audOf(((await again.json()) as Tokens).access_token)).toEqual([API, ui]);
   });
 
+  it("stops granting a resource the client no longer registers, at refresh too", async () => {
+    const client = await registerClient({ resources: [API, REPORTS] });
+    const { tokens } = await fullLogin(client, undefined, { extra: { resource: [API, REPORTS] } });
+    const patched = await admin(`/clients/${client.client_id}`, { method: "PATCH", json: { resources: [REPORTS] } });
+    expect(patched.status).toBe(200);
+    const refused = await refreshGrant(client, tokens.refresh_token as string, { resource: API });
+    expect(((await refused.json()) as { error: string }).error).toBe("invalid_target");
+    const refreshed = await refreshGrant(client, tokens.refresh_token as string);
+    expect(refreshed.status, await refreshed.clone().text()).toBe(200);
+    expect(await audOf(((await refreshed.json()) as Tokens).access_token)).toEqual([REPORTS, `${ISSUER}/userinfo`]);
+  });
+
   it("lets the token request narrow the resources authorized, never widen them", async () => {
     const client = await registerClient({ resources: [API, REPORTS] });
     // Two resources at /authorize (a repeated parameter, §2).

@@ -382,6 +382,13 @@ describe("webhooks: endpoints (issue 25)", () => {
     expect(webhookUrlProblem("http://127.0.0.1:9/x", true)).not.toBeNull();
     expect(webhookUrlProblem("https://127.0.0.1/x", true)).not.toBeNull();
     expect(webhookUrlProblem("https://hooks.example.com/x", true)).toBeNull();
+    for (const hidden of [
+      "https://[::a9fe:a9fe]/x",
+      "https://[64:ff9b::a00:1]/x",
+      "https://[ff02::1]/x",
+      "https://localhost./x",
+    ])
+      expect(webhookUrlProblem(hidden, true), hidden).not.toBeNull();
   });
 
   it("shows the secret once, keeps it sealed, and lists, changes and deletes endpoints per tenant", async () => {

@@ -146,6 +146,25 @@ export const policyFields = z.object({
    * Retry-After from the backlog (issue 27 item 17): a bound in time, not only in flight.
    */
   admission_latency_ms: z.number().int().min(10).max(60_000).default(150),
+  /**
+   * Webhook delivery (docs/webhooks.md): how long a message is retried, after how many failed attempts
+   * in a row over how long an endpoint is disabled, and how long an attempt may take. The store Worker
+   * reads them from the same POLICY (workers/shared/webhooks/endpoints.ts).
+   */
+  webhook_retry_window_seconds: z
+    .number()
+    .int()
+    .min(60)
+    .max(7 * 86_400)
+    .default(86_400),
+  webhook_disable_after_failures: z.number().int().min(1).max(100_000).default(50),
+  webhook_disable_after_seconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86_400)
+    .default(3 * 86_400),
+  webhook_timeout_ms: z.number().int().min(1_000).max(30_000).default(10_000),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
   body_deadline_seconds: z.number().int().min(1).max(60).default(10),
   login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),

@@ -229,7 +229,9 @@ async function redeemCode(
 
   const { grant } = opened;
   // RFC 8707 §2.2: the token request may name some of the resources authorized, never another.
-  const resource = requestedResources(form.resource, grant.resource ?? []) ?? grant.resource;
+  // Only what the client still registers: a resource removed from it since the login is not granted.
+  const stillRegistered = (grant.resource ?? []).filter((r) => client.resources.includes(r));
+  const resource = requestedResources(form.resource, stillRegistered) ?? (grant.resource ? stillRegistered : undefined);
   const now = Date.now();
   const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
   // A wrong redirect URI or verifier, or an expired code, spends the code without issuing anything.
@@ -294,6 +296,9 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
   const requestedScope = form.scope !== undefined ? form.scope.split(" ").filter(Boolean) : null;
   // Well-formed here; whether the grant holds each is decided in the rotator, before anything rotates.
   const requestedResource = parseResources(form.resource);
+  // A resource the client no longer registers cannot be asked for (the grant may still name it).
+  if (requestedResource?.some((r) => !client.resources.includes(r)))
+    throw new OAuthError("invalid_target", "the client may not request a token for that resource");
 
   const now = Date.now();
   const fresh: RotationPlan = {
@@ -362,7 +367,7 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     grant: { ...grant, email: user.email },
     grantId,
     scope: plan.scope ?? grant.scope,
-    resource: plan.resource ?? grant.resource,
+    resource: (plan.resource ?? grant.resource)?.filter((r) => client.resources.includes(r)),
     jti: newJti(config, grant.sid, plan.jtiSecret),
     iat: plan.iat,
     refreshToken: plan.next,

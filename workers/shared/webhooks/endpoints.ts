@@ -61,7 +61,10 @@ export function webhookUrlProblem(value: string, production: boolean): string | 
   if (value.length > 2000) return "url is too long";
   if (url.username || url.password) return "url must not carry credentials";
   if (url.hash) return "url must not have a fragment";
-  const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, "");
+  const host = url.hostname
+    .toLowerCase()
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.$/, "");
   const loopback = host === "localhost" || host.endsWith(".localhost") || isLoopback(host);
   if (url.protocol === "http:") {
     if (production || !loopback) return "url must be https (http only to a loopback address outside production)";
@@ -100,10 +103,12 @@ function isInternal(host: string): boolean {
   if (!host.includes(":")) return false;
   const first = Number.parseInt(host.split(":")[0] || "0", 16);
   return (
-    host === "::" ||
+    host.startsWith("::") || // unspecified, IPv4-mapped (::ffff:) and IPv4-compatible (::a.b.c.d) forms
     (first & 0xfe00) === 0xfc00 || // unique local fc00::/7
     (first & 0xffc0) === 0xfe80 || // link-local fe80::/10
-    host.startsWith("::ffff:") // IPv4-mapped: written as IPv6 to hide an IPv4 address
+    (first & 0xff00) === 0xff00 || // multicast ff00::/8
+    host.startsWith("64:ff9b:") || // NAT64, an IPv4 address inside
+    host.startsWith("2002:") // 6to4, an IPv4 address inside
   );
 }
 

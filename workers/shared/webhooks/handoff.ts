@@ -33,7 +33,14 @@ export async function handOffToWebhooks(env: WebhookHandOffEnv, events: AuditEve
   // A Worker without the webhook queues (none in this deployment's config) hands nothing over.
   if (!env.WEBHOOKS) return;
   const queues = env as Pick<Env, "DB" | "WEBHOOKS">;
-  const made = events.flatMap((event) => webhookEventsOf(event).map((w) => ({ event, w })));
+  const made = events.flatMap((event) => {
+    try {
+      return webhookEventsOf(event).map((w) => ({ event, w }));
+    } catch {
+      // An event the catalogue cannot read makes no webhook; it must not hold up the audit trail.
+      return [];
+    }
+  });
   if (made.length === 0) return;
   const tenantOf = (e: AuditEvent) => e.tenant ?? "default";
   const stale = [...new Set(made.map(({ event }) => tenantOf(event)))].filter(
