@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { finished, resetAdmission, started } from "../../workers/shared/admission";
+import { backlogMs, finished, resetAdmission, started } from "../../workers/shared/admission";
 import {
   admin,
   authorizeQuery,
@@ -93,10 +93,15 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
     const email = uniqueEmail("underway");
     const tx = await person.startLogin(client, (await pkce()).challenge);
     const advance = pinClock();
-    // The isolate's recent requests took 3 s each: a backlog six times the bound.
+    // A route that takes 5 ms when nothing waits, whose recent requests took 3 s: a queue of about 3 s,
+    // twenty times the bound. One slow request alone would not do it (a median).
+    for (let i = 0; i < 5; i++) {
+      started();
+      finished(5, 200, true, "GET /authorize");
+    }
     for (let i = 0; i < 20; i++) {
       started();
-      finished(3_000, 200);
+      finished(3_000, 200, true, "GET /authorize");
     }
     const { challenge } = await pkce();
     const path = `/authorize?${authorizeQuery(client, challenge)}`;
@@ -124,6 +129,32 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
     advance(10_000);
     const after = await new Browser({ env: e }).fetch(path, { headers: { Accept: "application/json" } });
     expect(after.status, await after.clone().text()).toBe(200);
+  });
+});
+
+describe("the backlog estimate (issue 27 item 17)", () => {
+  it("sees a queue, not a slow route or one slow request", () => {
+    const now = Date.now();
+    const record = (ms: number, route: string, n = 1) => {
+      for (let i = 0; i < n; i++) {
+        started();
+        finished(ms, 200, true, route, now);
+      }
+    };
+    // A route that is slow by nature (far-away Durable Objects): no queue.
+    record(400, "POST /token", 20);
+    expect(backlogMs(now)).toBe(0);
+    // One slow request among fast ones: no queue.
+    resetAdmission();
+    record(5, "GET /authorize", 19);
+    record(2_000, "GET /authorize");
+    expect(backlogMs(now)).toBe(0);
+    // Most requests slower than their route's floor: a queue of about that much.
+    record(805, "GET /authorize", 30);
+    expect(backlogMs(now)).toBe(800);
+    // Nothing completed for a while: nothing to go by.
+    expect(backlogMs(now + 3_000)).toBe(0);
+    resetAdmission();
   });
 });
 

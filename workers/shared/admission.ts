@@ -11,8 +11,8 @@ import { OAuthError } from "./errors";
  *   alone lets the queue grow: on one busy thread every admitted request's awaits wait behind the
  *   others, so 48 in flight at 45 logins a second meant about a second a step, and a refusal waited in
  *   that queue too. The estimate (`backlogMs`) comes from the times of the isolate's recent requests
- *   (from the handler's start to its answer); with none completed lately it is 0, so an idle isolate
- *   admits again.
+ *   (from the handler's start to its answer) over what each route takes when nothing waits; with none
+ *   completed lately it is 0, so an idle isolate admits again.
  *
  * The check runs before any await of the request (createApp calls it by path; the token endpoint once
  * it knows the grant type), so a refusal costs no storage call and does not queue behind the work.
@@ -24,28 +24,38 @@ import { OAuthError } from "./errors";
 let inflight = 0;
 
 /**
- * Recent latencies of admitted requests (ms) and when each completed: a ring of the last SAMPLES.
- * The backlog is estimated as the median of those completed in the last WINDOW_MS over the least of
- * those in the last FLOOR_MS: queueing on top of what a request takes when nothing waits (far-away
- * Durable Objects make every request slow, not only a queued one). A median, so one slow request (a
- * fan-out, a cold object) does not shed anything; a queue moves most requests at once.
+ * Recent completions of admitted requests: each one's time over its route's floor (the least time that
+ * route took in the last FLOOR_MS), so what is measured is queueing, not the work itself (a route that
+ * calls far-away Durable Objects is slow without any queue). The backlog is the median of those
+ * completed in the last WINDOW_MS: a median, so one slow request (a fan-out, a cold object) sheds
+ * nothing, while a queue moves most requests at once. Under overload lasting longer than FLOOR_MS the
+ * floors rise with it and the estimate fades; the in-flight bound still holds then.
  */
 const SAMPLES = 64;
 const WINDOW_MS = 2_000;
-const FLOOR_MS = 30_000;
+const FLOOR_MS = 300_000;
 /** Fewer recent completions than this say nothing about a queue. */
 const MIN_SAMPLES = 8;
-const latencies: { ms: number; at: number }[] = [];
+const excesses: { ms: number; at: number }[] = [];
 let next = 0;
+const floors = new Map<string, { ms: number; at: number }>();
+
+function floorOf(route: string, ms: number, now: number): number {
+  const f = floors.get(route);
+  if (!f || ms <= f.ms || now - f.at > FLOOR_MS) {
+    if (floors.size > 200) floors.clear();
+    floors.set(route, { ms, at: now });
+    return ms;
+  }
+  return f.ms;
+}
 
 /** The estimated queueing delay as of `now` (ms): 0 with too few recent completions. */
 export function backlogMs(now = Date.now()): number {
-  const recent = latencies.filter((l) => now - l.at <= WINDOW_MS).map((l) => l.ms);
+  const recent = excesses.filter((l) => now - l.at <= WINDOW_MS).map((l) => l.ms);
   if (recent.length < MIN_SAMPLES) return 0;
   recent.sort((a, b) => a - b);
-  const median = recent[Math.floor(recent.length / 2)] as number;
-  const floor = Math.min(...latencies.filter((l) => now - l.at <= FLOOR_MS).map((l) => l.ms));
-  return Math.max(0, median - floor);
+  return recent[Math.floor(recent.length / 2)] as number;
 }
 
 /** A request began being worked on (createApp: once its body has arrived). */
@@ -54,20 +64,23 @@ export function started(): void {
 }
 
 /**
- * A request was answered after `ms`; `timed` when its time tells of the queue admission watches.
- * Refusals (503) are not counted: they take no time, and counting them would make a backlog look short.
+ * A request on `route` (method and path, ids cut off) was answered after `ms`; `timed` when its time
+ * tells of the queue admission watches. Refusals (503) are not counted: they take no time, and counting
+ * them would make a backlog look short.
  */
-export function finished(ms: number, status: number, timed = true, now = Date.now()): void {
+export function finished(ms: number, status: number, timed = true, route = "", now = Date.now()): void {
   inflight--;
   if (!timed || status === 503) return;
-  latencies[next] = { ms: Math.max(0, ms), at: now };
+  const took = Math.max(0, ms);
+  excesses[next] = { ms: took - floorOf(route, took, now), at: now };
   next = (next + 1) % SAMPLES;
 }
 
 /** Forgets the recent latencies (tests). */
 export function resetAdmission(): void {
-  latencies.length = 0;
+  excesses.length = 0;
   next = 0;
+  floors.clear();
 }
 
 /** 503 with Retry-After when this isolate is past either bound; nothing otherwise. */

@@ -47,6 +47,9 @@ export { admitNewWork } from "./admission";
  * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503
  * and logs why), every error rendered by `errorResponse`, unknown paths 404 in the same shape.
  */
+/** A route by its first two path segments: `/__dev/mailbox/<email>` and `/token` alike. */
+const routeKeyOf = (path: string) => path.split("/").slice(0, 3).join("/");
+
 export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
   // The router sees the path without its tenant prefix: `/t/acme/token` routes as `/token`.
   // Hono's own getPath first (it percent-decodes), then the prefix stripped from what it returns.
@@ -114,7 +117,8 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     try {
       await next();
     } finally {
-      if (countedAt !== null) finished(Date.now() - countedAt, c.res.status, timed);
+      if (countedAt !== null)
+        finished(Date.now() - countedAt, c.res.status, timed, `${c.req.method} ${routeKeyOf(route.path)}`);
     }
   });
   // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.
