@@ -66,8 +66,15 @@ export const CARRY_PENDING_MS = 60_000;
 /** A captured message stays readable this long; the newest this many per address are returned. */
 export const CAPTURED_MAIL_TTL_MS = HOUR;
 export const CAPTURED_MAIL_LIMIT = 50;
-/** How long the shard trusts its copy of an address's user before reading D1 again. */
-export const KNOWN_USER_TTL_MS = 7 * 24 * HOUR;
+/**
+ * How long the shard trusts its copy of an address's user before reading D1 again. Every way a user
+ * stops being the address's (an admin delete) tells the shard at once (`forgetUser`), so the copy only
+ * bounds drift; a sign-in that finds it older than KNOWN_USER_EXTEND_AFTER_MS extends it in the same
+ * transaction, so a returning user reads no D1 however long ago the last sign-in was (issue 28).
+ */
+export const KNOWN_USER_TTL_MS = 400 * 24 * HOUR;
+/** A copy written longer ago than this is extended when a sign-in reads it (two rows, once a month at most). */
+export const KNOWN_USER_EXTEND_AFTER_MS = 30 * 24 * HOUR;
 
 /** A challenge shard reaches other challenge shards: an address's home (issue 12). */
 interface ChallengeEnv extends StoreEnv {
@@ -726,13 +733,17 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
 
   #knownUser(emailKey: string, now: number): KnownUser | null {
     const row = this.sql
-      .exec<{ user_id: string }>(
-        "SELECT user_id FROM known_users WHERE email_key = ? AND expires_at > ?",
+      .exec<{ user_id: string; expires_at: number }>(
+        "SELECT user_id, expires_at FROM known_users WHERE email_key = ? AND expires_at > ?",
         emailKey,
         now,
       )
       .toArray()[0];
-    return row ? { id: row.user_id } : null;
+    if (!row) return null;
+    // Read by a sign-in: extended when written more than a month ago (called inside its transaction).
+    if (row.expires_at - now < KNOWN_USER_TTL_MS - KNOWN_USER_EXTEND_AFTER_MS)
+      this.sql.exec("UPDATE known_users SET expires_at = ? WHERE email_key = ?", now + KNOWN_USER_TTL_MS, emailKey);
+    return { id: row.user_id };
   }
 
   /** Remembers which user an address belongs to, after the Worker read (or created) it in D1. */

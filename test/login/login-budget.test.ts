@@ -185,6 +185,20 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect((await admin(`/webhooks/${id}`, { method: "DELETE" }, e)).status).toBe(204);
   });
 
+  it("a returning user whose last sign-in was 30 days ago: the same 6 calls and no D1 query (issue 28)", async () => {
+    const e = withVars({ POLICY: "{}" });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    const email = uniqueEmail("month");
+    const at = pinClock();
+    await measuredLogin(e, client, email);
+    at(30 * 86_400_000);
+    // The client's registration is cached per isolate for 30 s: another user's login warms it, as traffic would.
+    await fullLogin(client, uniqueEmail("warm"), { env: e });
+    const { mailboxRead: _, ...login } = await measuredLogin(e, client, email);
+    expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
+    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(6);
+  });
+
   it("a first login reads and writes D1 for its user, once, and remembers it in the email's shard", async () => {
     const e = withVars({ POLICY: "{}" });
     const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
