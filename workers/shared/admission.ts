@@ -65,12 +65,12 @@ export function started(): void {
 
 /**
  * A request on `route` (method and path, ids cut off) was answered after `ms`; `timed` when its time
- * tells of the queue admission watches. Refusals (503) are not counted: they take no time, and counting
- * them would make a backlog look short.
+ * tells of the queue admission watches. Only answers that did the route's work count (below 400): a
+ * refusal or an error takes less time than the work, and would set a floor the work never meets.
  */
 export function finished(ms: number, status: number, timed = true, route = "", now = Date.now()): void {
   inflight--;
-  if (!timed || status === 503) return;
+  if (!timed || status >= 400) return;
   const took = Math.max(0, ms);
   excesses[next] = { ms: took - floorOf(route, took, now), at: now };
   next = (next + 1) % SAMPLES;
