@@ -99,6 +99,8 @@ export function admitNewWork(c: Context<AppEnv>): void {
  * Whether a request is new work by its method and path alone (the tenant prefix already removed), so
  * it can be refused before anything is read: `/authorize` by GET with a `client_id` (a new login, not
  * the `redirect_to` of one under way), userinfo, introspection, revocation, device authorization.
+ * Those endpoints rely on this check alone; `/authorize` by POST and the token endpoint call
+ * `admitNewWork` themselves, once they know.
  */
 export function isNewWorkByPath(method: string, path: string, url: URL): boolean {
   if (path === "/authorize") return method === "GET" && url.searchParams.has("client_id");

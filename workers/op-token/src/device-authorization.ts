@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { type AppEnv, admitNewWork } from "../../shared/app";
+import type { AppEnv } from "../../shared/app";
 import { authenticateClient, type Client } from "../../shared/clients";
 import { sha256 } from "../../shared/crypto";
 import { DEVICE_GRANT, deviceShard, formatUserCode, newUserCode } from "../../shared/device";
@@ -20,7 +20,6 @@ const OIDC_SCOPES = ["openid", "email", "profile", "offline_access"];
  */
 export async function deviceAuthorization(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
-  admitNewWork(c);
   // Each request stores a pending device request: bounded per client address first (issue 27 item 7).
   await takeIpQuota(c, "device_authorization");
   const form = await readForm(c.req.raw);

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { type AppEnv, admitNewWork } from "../../shared/app";
+import type { AppEnv } from "../../shared/app";
 import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
@@ -12,7 +12,6 @@ import { lookupToken } from "./token-lookup";
  */
 export async function introspect(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
-  admitNewWork(c);
   const form = await readForm(c.req.raw);
   if (!c.req.header("authorization") && !form.client_id && !form.client_assertion)
     throw new OAuthError("invalid_client", "client authentication is required", {

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { type AppEnv, admitNewWork } from "../../shared/app";
+import type { AppEnv } from "../../shared/app";
 import { audit, loginRegion } from "../../shared/audit";
 import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
@@ -15,7 +15,6 @@ import { lookupToken } from "./token-lookup";
  */
 export async function revoke(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
-  admitNewWork(c);
   const form = await readForm(c.req.raw);
   const client = await authenticateClient(c.env, config, c.req.raw, form);
   corsClient(c, client);

@@ -24,14 +24,15 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const invalidGrant = (description: string) => new OAuthError("invalid_grant", description);
 
 const GRANT_TYPES = new Set(["authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT]);
+const NEW_WORK_GRANTS = new Set(["refresh_token", "client_credentials", DEVICE_GRANT]);
 
 /** POST /token (RFC 6749 §3.2): authorization_code with PKCE, refresh_token with rotation, client_credentials. */
 export async function token(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   const form = await readForm(c.req.raw);
-  // A refresh or client credentials grant is new work: refused before the client is looked up. A
-  // code redemption or a device's poll finishes what was already admitted.
-  if (form.grant_type === "refresh_token" || form.grant_type === "client_credentials") admitNewWork(c);
+  // A refresh, a device's poll or a client credentials grant is new work: refused before the client
+  // is looked up. A code redemption finishes a login already under way, and is never shed.
+  if (form.grant_type && NEW_WORK_GRANTS.has(form.grant_type)) admitNewWork(c);
   const client = await authenticateClient(c.env, config, c.req.raw, form);
   corsClient(c, client);
   const grantType = form.grant_type;
@@ -40,8 +41,6 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     throw new OAuthError("unsupported_grant_type", `grant_type ${grantType} is not supported`);
   if (!client.grant_types.includes(grantType))
     throw new OAuthError("unauthorized_client", `the client may not use ${grantType}`);
-  // A code redemption finishes a login already under way; a refresh is new work and may be shed.
-  if (grantType === "refresh_token") admitNewWork(c);
   const issued: AuditInput = { kind: "token_issued", client: client.client_id, detail: { grant_type: grantType } };
   if (grantType === "authorization_code") {
     // The event is written by the code's shard, in the transaction that redeems it.
@@ -49,13 +48,11 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     return json(body, 200, NO_STORE);
   }
   if (grantType === DEVICE_GRANT) {
-    admitNewWork(c);
     const body = await deviceCode(c.env, config, client, form);
     audit(c, { ...issued, user: subjectOf(body) }, regionOf(config, body));
     return json(body, 200, NO_STORE);
   }
   if (grantType === "client_credentials") {
-    admitNewWork(c);
     const body = await clientCredentials(c.env, config, client, form, c.get("region"));
     audit(c, issued);
     return json(body, 200, NO_STORE);

@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { type AppEnv, admitNewWork } from "../../shared/app";
+import type { AppEnv } from "../../shared/app";
 import { findClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { isForm, json, NO_STORE, parseForm, readBodyText } from "../../shared/http";
@@ -16,7 +16,6 @@ const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i;
  */
 export async function userinfo(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
-  admitNewWork(c);
   const token = await presentedToken(c.req.raw);
   const claims = await requireLiveAccessToken(c.env, config, token);
   const client = await findClient(c.env, config, claims.client_id);
