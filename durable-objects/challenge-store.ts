@@ -236,7 +236,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     // report is retried by the alarm), so guesses cannot outrun the home's count.
     if (home && home.unreported > 0) return 1;
     // Nor while the address's counts from before a shard count change are being carried here.
-    if (emailKey !== null && this.#carryPending(emailKey, now)) return 1;
+    if (emailKey !== null && this.#carryState(emailKey, now) === "pending") return 1;
     const until = Math.max(
       source.failures >= p.email_failures_per_hour ? source.until : 0,
       l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
@@ -622,10 +622,6 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       .exec<{ done: number }>("SELECT done FROM carry_pending WHERE email_key = ? AND expires_at > ?", emailKey, now)
       .toArray()[0];
     return row ? (row.done ? "done" : "pending") : "none";
-  }
-
-  #carryPending(emailKey: string, now: number): boolean {
-    return this.#carryState(emailKey, now) === "pending";
   }
 
   #markCarry(emailKey: string, sources: string[], now: number): void {

@@ -2,13 +2,12 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { WebhookMessageStatus } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
-import { auditEvent } from "../../shared/audit-event";
 import { randomToken } from "../../shared/crypto";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE } from "../../shared/http";
 import { routeKey, shardAddress } from "../../shared/router";
 import { shardNamed } from "../../shared/stores";
-import { WEBHOOK_EVENT_TYPES } from "../../shared/webhooks/catalogue";
+import { WEBHOOK_EVENT_TYPES, webhookMessage } from "../../shared/webhooks/catalogue";
 import { sealWebhookSecret, type WebhookEndpointRow, webhookUrlProblem } from "../../shared/webhooks/endpoints";
 import { newWebhookSecret } from "../../shared/webhooks/signature";
 import { body } from "./validation";
@@ -196,20 +195,13 @@ export async function rotateWebhookSecret(c: Context<AppEnv>): Promise<Response>
 /** Queues a `webhook.test` event for this endpoint alone, delivered like any other. */
 export async function testWebhook(c: Context<AppEnv>): Promise<Response> {
   const row = await load(c, c.req.param("id") ?? "");
-  const event = auditEvent({ kind: "admin_change", tenant: row.tenant, detail: { test: true } });
-  const id = `msg_${event.id}_webhook.test`;
-  const payload = JSON.stringify({
+  const now = Date.now();
+  const message = webhookMessage(randomToken(16), now, row.tenant, {
     type: "webhook.test",
-    timestamp: new Date(event.at).toISOString(),
-    tenant: row.tenant,
     data: { endpoint: row.id, message: "a test event from the admin API" },
-    api_version: 1,
   });
-  await queueOf(c, row).enqueue(
-    [{ id, endpoint_id: row.id, tenant: row.tenant, type: "webhook.test", body: payload }],
-    Date.now(),
-  );
-  return json({ message_id: id }, 202);
+  await queueOf(c, row).enqueue([{ ...message, endpoint_id: row.id, tenant: row.tenant }], now);
+  return json({ message_id: message.id }, 202);
 }
 
 const STATUSES = new Set<WebhookMessageStatus>(["pending", "delivered", "failed"]);

@@ -80,5 +80,25 @@ export function webhookEventsOf(e: AuditEvent): WebhookEvent[] {
   }
 }
 
+/**
+ * The message of one webhook event: its `webhook-id` (stable across endpoints, retries and replays,
+ * for receivers to deduplicate by) and the versioned JSON envelope every subscribed endpoint is sent.
+ */
+export function webhookMessage(
+  eventId: string,
+  at: number,
+  tenant: string,
+  w: WebhookEvent,
+): { id: string; type: WebhookEventType; body: string } {
+  const body = JSON.stringify({
+    type: w.type,
+    timestamp: new Date(at).toISOString(),
+    tenant,
+    data: w.data,
+    api_version: 1,
+  });
+  return { id: `msg_${eventId}_${w.type}`, type: w.type, body };
+}
+
 /** Whether an endpoint subscribed to `type` (`*` is every event). */
 export const subscribes = (events: readonly string[], type: string) => events.includes("*") || events.includes(type);

@@ -1,7 +1,7 @@
 import type { AuditEvent, WebhookMessageInput } from "../../../durable-objects/contract";
 import type { Env } from "../env";
 import { shardNamed } from "../stores";
-import { subscribes, webhookEventsOf } from "./catalogue";
+import { subscribes, webhookEventsOf, webhookMessage } from "./catalogue";
 
 /**
  * From the audit trail to the webhook queues (issue 25): called by a store's alarm with the events it
@@ -60,18 +60,12 @@ export async function handOffToWebhooks(env: WebhookHandOffEnv, events: AuditEve
   const byShard = new Map<string, WebhookMessageInput[]>();
   for (const { event, w } of made) {
     const tenant = tenantOf(event);
-    for (const s of subscribers.get(tenant)?.list ?? []) {
-      if (!subscribes(s.events, w.type)) continue;
-      const id = `msg_${event.id}_${w.type}`;
-      const body = JSON.stringify({
-        type: w.type,
-        timestamp: new Date(event.at).toISOString(),
-        tenant,
-        data: w.data,
-        api_version: 1,
-      });
+    const to = (subscribers.get(tenant)?.list ?? []).filter((s) => subscribes(s.events, w.type));
+    if (to.length === 0) continue;
+    const message = webhookMessage(event.id, event.at, tenant, w);
+    for (const s of to) {
       const queue = byShard.get(s.shard) ?? [];
-      queue.push({ id, endpoint_id: s.id, tenant, type: w.type, body });
+      queue.push({ ...message, endpoint_id: s.id, tenant });
       byShard.set(s.shard, queue);
     }
   }
