@@ -1,4 +1,4 @@
-import { env } from "cloudflare:test";
+import { abortAllDurableObjects, env } from "cloudflare:test";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { runShardController } from "../../workers/op-mgmt/src/shard-controller";
 import { loadConfig } from "../../workers/shared/config";
@@ -35,6 +35,21 @@ const controllerEnv = (over: Record<string, unknown> = {}) =>
 describe("the shard controller (issue 13)", () => {
   it("does nothing unless enabled", async () => {
     expect(await runShardController(env as never, loadConfig(env), Date.now())).toEqual([]);
+  });
+
+  it("still decides when shards were evicted and started again between two runs (their counts since the start)", async () => {
+    const e = controllerEnv();
+    const config = loadConfig(e);
+    const t0 = Date.now();
+    await runShardController(e as never, config, t0);
+    // Every object restarts, as idle ones are evicted: the counters the first run read are gone.
+    await abortAllDurableObjects();
+    const client = await registerClient({}, e);
+    for (let i = 0; i < 6; i++) await fullLogin(client, uniqueEmail("evicted"), { env: e });
+    const second = await runShardController(e as never, config, Date.now() + 2_000);
+    const session = second.find((d) => d.store === "session");
+    expect(session?.busiest).not.toBeNull();
+    expect(session).toMatchObject({ action: "grow", from: 3, to: 6 });
   });
 
   it("samples first, then doubles a store whose busiest shard ran above the ceiling, as a live generation", async () => {

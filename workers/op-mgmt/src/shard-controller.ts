@@ -35,7 +35,7 @@ export interface ControllerDecision {
  * The shard controller (issue 13), run by op-mgmt's cron when `POLICY.shard_controller.enabled`. Each
  * run samples every shard of each store's current generation (its served-call counter) and compares
  * with the last run's samples (D1 `shard_samples`): a counter that restarted (the object was evicted)
- * gives no rate this run. A store whose busiest shard is above the ceiling for `runs` runs in a row
+ * gives the rate of what it served since it started. A store whose busiest shard is above the ceiling for `runs` runs in a row
  * gets a generation with twice the shards (capped); one whose every shard is below the floor, half.
  * Never sooner than `min_interval_minutes` after its last change, never while a generation is pending.
  * Each change is appended like `POST /admin/v1/shards` and is a `shard_change` audit event.
@@ -92,8 +92,13 @@ async function controlStore(env: Env, config: Config, store: StoreName, now: num
   const rates: number[] = [];
   for (const x of samples) {
     const p = before.get(`${x.region}:${x.shard}`);
-    if (!p || p.since !== x.since || x.served < p.served || now <= p.at) continue;
-    rates.push(((x.served - p.served) * 1000) / (now - p.at));
+    if (!p || now <= p.at) continue;
+    // A shard evicted and started again since the last sample (idle objects are) counts what it served
+    // since it started, as the measured plan does: one idle shard does not stall every decision.
+    const restarted = p.since !== x.since || x.served < p.served;
+    const from = restarted ? Math.max(p.at, x.since) : p.at;
+    if (now <= from) continue;
+    rates.push((((restarted ? x.served : x.served - p.served) as number) * 1000) / (now - from));
   }
   if (samples.length === 0 || rates.length < samples.length)
     return { store, busiest: null, total: null, action: "none" };
