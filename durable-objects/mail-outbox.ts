@@ -161,6 +161,7 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
         from: m.from,
         fromName: m.from_name,
         replyTo: m.reply_to,
+        ...(m.look ? { look: m.look } : {}),
       },
       item.timeout_ms,
       item.id,

@@ -13,6 +13,13 @@ const CONTRACT = "durable-objects/contract.ts";
 const NAMESPACES = "durable-objects/namespaces.ts";
 const LEAVES = new Set([
   "workers/shared/audit-event.ts",
+  // Branding and the catalogues: the MailOutbox renders a retried mail in its first attempt's language.
+  "workers/shared/branding.ts",
+  "workers/shared/i18n/index.ts",
+  "workers/shared/i18n/locales.ts",
+  "workers/shared/i18n/en.ts",
+  "workers/shared/i18n/fr.ts",
+  "workers/shared/i18n/ar.ts",
   "workers/shared/config.ts",
   "workers/shared/crypto.ts",
   "workers/shared/env.ts",

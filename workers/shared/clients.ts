@@ -1,4 +1,5 @@
 import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, type JWK, type JWTPayload, jwtVerify } from "jose";
+import { type Branding, brandingSchema } from "./branding";
 import type { Config } from "./config";
 import { sha256, timingSafeEqualString } from "./crypto";
 import type { Env } from "./env";
@@ -31,6 +32,8 @@ export interface Client {
   jwks: ClientJwks | null;
   /** RFC 8707: the resources (APIs) the client may ask tokens for; each becomes a token's `aud`. */
   resources: string[];
+  /** Issue 26: what its login pages and mail show instead of the tenant's branding. */
+  branding: Branding;
   created_at: number;
   updated_at: number;
 }
@@ -49,8 +52,15 @@ interface ClientRow {
   allowed_cors_origins: string;
   jwks: string | null;
   resources: string;
+  branding?: string;
   created_at: number;
   updated_at: number;
+}
+
+/** Validated when written; a value that no longer parses (a field removed since) shows the tenant's branding. */
+function brandingOf(raw: string | undefined): Branding {
+  const parsed = brandingSchema.safeParse(JSON.parse(raw ?? "{}"));
+  return parsed.success ? parsed.data : {};
 }
 
 export function clientFromRow(row: ClientRow): Client {
@@ -62,6 +72,7 @@ export function clientFromRow(row: ClientRow): Client {
     allowed_cors_origins: JSON.parse(row.allowed_cors_origins) as string[],
     jwks: row.jwks ? (JSON.parse(row.jwks) as ClientJwks) : null,
     resources: JSON.parse(row.resources ?? "[]") as string[],
+    branding: brandingOf(row.branding),
   };
 }
 

@@ -83,9 +83,25 @@ export interface OAuthErrorOptions {
    * whatever cannot be handed back to a client (an unknown client, an unregistered redirect URI, an
    * expired sign-in link)...
    */
-  page?: { title: string };
+  page?: PageErrorText;
+  /**
+   * What a person who made this error on a form is told, as a catalogue key (i18n/en.ts), when the
+   * page they were on is shown again with it (a wrong code, a wait before a new one).
+   */
+  notice?: string;
   /** ...or sends it to the client's validated redirect URI (RFC 6749 §4.1.2.1, with `state` and `iss`). */
   redirect?: { uri: string; state?: string | undefined };
+}
+
+/**
+ * The words of an error page, as catalogue keys (i18n/en.ts) and their parameters, and a technical
+ * detail for the application's developers (shown as it is, in English).
+ */
+export interface PageErrorText {
+  title: string;
+  message: string;
+  params?: Record<string, string | number>;
+  detail?: string;
 }
 
 /**

@@ -242,10 +242,16 @@ export function clearCookie(name: string, secure: boolean, path = "/"): string {
 }
 
 /** Headers for every HTML page: no framing (CSP frame-ancestors), no sniffing, no referrer leaks. */
-export function pageSecurityHeaders(nonce: string): Record<string, string> {
+/**
+ * A page's headers: a CSP that runs only the page's own nonce'd style and script and loads images from
+ * here or from one named origin (a tenant's logo, issue 26). No `form-action`: Chromium applies it to
+ * the redirects after a post too, and a verified code's redirect ends at the client's redirect URI.
+ */
+export function pageSecurityHeaders(nonce: string, imageOrigin?: string): Record<string, string> {
+  const img = imageOrigin ? `'self' data: ${imageOrigin}` : "'self' data:";
   return {
     "Content-Type": "text/html; charset=utf-8",
-    "Content-Security-Policy": `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'`,
+    "Content-Security-Policy": `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src ${img}; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'`,
     "X-Content-Type-Options": "nosniff",
     // Not "no-referrer": with it, Chromium sends `Origin: null` on the page's own form posts, which
     // the Origin check must refuse. "same-origin" still never sends a referrer to another site.

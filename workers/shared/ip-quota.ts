@@ -72,6 +72,7 @@ export async function takeIpQuota(
       // The binding does not say when its window ends; windows are at most this long.
       retryAfter: RATE_LIMIT_PERIOD_SECONDS,
       headers: NO_STORE,
+      notice: "error.too_many_tries",
     });
 }
 

@@ -1,7 +1,9 @@
 import { z } from "zod";
+import { brandingSchema } from "./branding";
 import { type Config, policyFields } from "./config";
 import type { Env } from "./env";
 import { OAuthError, unavailable } from "./errors";
+import { LOCALE_TAGS } from "./i18n/locales";
 import { errorField, log } from "./log";
 import { DEFAULT_TENANT, hostedAt, issuerOf, TENANT_ID, type TenantRoute } from "./router";
 
@@ -72,6 +74,10 @@ export const tenantSettingsSchema = z
     /** Sign-up open (the first verified address creates its user) or by invitation (admin-created users only). */
     signup: z.enum(["open", "invite"]).default("open"),
     mail: tenantMailSchema.default({}),
+    /** The tenant's pages and mail (issue 26): product name, logo, primary colour, support link. */
+    branding: brandingSchema.default({}),
+    /** The language of its pages and mail when the request names none Keyway has. */
+    locale: z.enum(LOCALE_TAGS).optional(),
   })
   .strict();
 export type TenantSettings = z.infer<typeof tenantSettingsSchema>;
@@ -173,6 +179,9 @@ export function tenantView(base: Config, tenant: Tenant, via: TenantRoute["via"]
     MAIL_FROM: s.mail.from ?? base.MAIL_FROM,
     MAIL_FROM_NAME: s.mail.from_name ?? tenant.name,
     MAIL_REPLY_TO: s.mail.reply_to,
+    // A tenant's pages are its own: the deployment's branding is the default tenant's, not inherited.
+    BRANDING: s.branding,
+    DEFAULT_LOCALE: s.locale ?? base.DEFAULT_LOCALE,
     cookiePath: via === "path" ? `/t/${tenant.id}` : "/",
   };
   if (byTenant.size >= MAX_CACHED) byTenant.clear();

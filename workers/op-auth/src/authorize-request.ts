@@ -3,7 +3,7 @@ import type { Client } from "../../shared/clients";
 import { redirectUriAllowed } from "../../shared/clients";
 import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
 import { requestedResources } from "../../shared/resources";
-import { pageError } from "./errors";
+import { invalidRequestPage } from "./errors";
 
 export const SUPPORTED_SCOPES = ["openid", "email", "profile", "offline_access"] as const;
 
@@ -15,6 +15,8 @@ export interface ValidatedRequest extends AuthRequest {
   prompts: Set<string>;
   /** OIDC Core §3.1.2.1: pre-fills the login page's email; only an address is used, never sealed into tx. */
   login_hint?: string;
+  /** OIDC Core §3.1.2.1: the languages of the pages, by preference; sealed into tx as the one chosen. */
+  ui_locales?: string;
 }
 
 /**
@@ -27,7 +29,7 @@ export function validateAuthorizeRequest(
   params: Record<string, string>,
   lookupClient: Client | null,
 ): ValidatedRequest {
-  const untrusted = (message: string) => pageError("Invalid request", message);
+  const untrusted = (message: string) => invalidRequestPage(message);
   if (!params.client_id) throw untrusted("client_id is missing");
   const client = lookupClient;
   if (!client) throw untrusted("the client is not registered");
@@ -92,5 +94,6 @@ export function validateAuthorizeRequest(
   // A hint that is not an email address (an opaque subject id, say) is ignored, not an error.
   const hint = params.login_hint?.trim();
   if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;
+  if (params.ui_locales !== undefined && params.ui_locales.length <= 200) req.ui_locales = params.ui_locales;
   return req;
 }

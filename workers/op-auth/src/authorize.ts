@@ -3,7 +3,7 @@ import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract
 import { type AppEnv, admitNewWork } from "../../shared/app";
 import { requestAuditEvent } from "../../shared/audit";
 import { type CodeGrant, issueCode } from "../../shared/auth-code";
-import { findClient } from "../../shared/clients";
+import { type Client, findClient } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { sha256, timingSafeEqualString } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
@@ -22,9 +22,10 @@ import {
 import { shard } from "../../shared/stores";
 import { authorizationResponseUrl } from "./authorization-response";
 import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";
-import { pageError, unreadable } from "./errors";
-import { emailStep } from "./login-page";
+import { invalidRequestPage, pageError, unreadable } from "./errors";
 import { beginLoginTx, openVerifiedLogin } from "./login-tx";
+import { emailStep } from "./pages/login";
+import { txPageUi, txUiFor } from "./pages/ui";
 import { type BrowserSession, currentSession, sessionCookie, sessionStillStands, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
@@ -33,7 +34,7 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   let params: Record<string, string>;
   try {
     if (c.req.method === "POST") {
-      if (!isForm(c.req.raw)) throw pageError("Invalid request", "The authorization request must be form encoded.");
+      if (!isForm(c.req.raw)) throw invalidRequestPage("the authorization request must be form encoded");
       params = parseForm(await readBodyText(c.req.raw));
     } else params = paramsToRecord(new URL(c.req.url).searchParams);
   } catch (err) {
@@ -53,7 +54,8 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
     throw new OAuthError("login_required", undefined, {
       redirect: { uri: request.redirect_uri, state: request.state },
     });
-  return beginLogin(c, request);
+  // validateAuthorizeRequest refuses a request without its client, so here it is known.
+  return beginLogin(c, request, client as Client);
 }
 
 function redirect(location: string, headers: Record<string, string> = {}): Response {
@@ -82,11 +84,12 @@ async function liveSession(
  * Starts a login transaction and answers with the login page (or its JSON form, for API clients).
  * The transaction is sealed into `tx` (login-tx.ts): no store call.
  */
-async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promise<Response> {
+async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest, client: Client): Promise<Response> {
   const config = c.get("config");
   const ttl = config.POLICY.login_tx_ttl_seconds;
-  const { prompts: _, login_hint: loginHint, ...carried } = request;
-  const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"));
+  const { prompts: _, login_hint: loginHint, ui_locales: uiLocales, ...carried } = request;
+  const ui = txUiFor(c, client, uiLocales);
+  const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"), ui);
   const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,
     path: config.cookiePath,
@@ -94,7 +97,7 @@ async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest): Promis
   });
   if ((c.req.header("accept") ?? "").includes("application/json"))
     return json({ tx, expires_in: ttl }, 200, { "Set-Cookie": cookie, ...NO_STORE });
-  return emailStep({ issuerName: config.ISSUER_NAME, tx, email: loginHint, headers: { "Set-Cookie": cookie } });
+  return emailStep(txPageUi(c, ui), { tx, email: loginHint, headers: { "Set-Cookie": cookie } });
 }
 
 /**
@@ -105,11 +108,11 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   const config = c.get("config");
   const now = Date.now();
   const login = await openVerifiedLogin(config, tx, now);
-  if (!login) throw pageError("Sign-in expired", "This sign-in link is not valid. Start again from the application.");
+  if (!login) throw pageError("err.expired.title", "err.expired.link_invalid");
   const sessionId = sessionCookie(config, c.req.raw);
   const sessionHash = sessionId ? await sha256(sessionId.id) : null;
   if (sessionHash === null || !timingSafeEqualString(sessionHash, login.sessionHash))
-    throw pageError("Sign-in expired", "This sign-in was finished in another browser.");
+    throw pageError("err.expired.title", "err.expired.other_browser");
   const started = await shard(c.env, "session", login.id.ref).startSession({
     txHash: login.hash,
     sessionHash,
@@ -122,11 +125,7 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
       detail: login.created ? { sid: login.session.sid, created: true } : { sid: login.session.sid },
     }),
   });
-  if (!started)
-    throw pageError(
-      "Sign-in expired",
-      "This sign-in is no longer valid, or was already used. Start again from the application.",
-    );
+  if (!started) throw pageError("err.expired.title", "err.expired.used");
   const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config), config.secureCookies, config.cookiePath) };
   // A login for a device's request (RFC 8628) goes back to the device page, now signed in.
   if (login.request.device_user_code)

@@ -10,9 +10,12 @@ import { sourceKeyOf, takeIpQuota } from "../../shared/ip-quota";
 import type { ShardRef } from "../../shared/router";
 import { tenantScoped } from "../../shared/router";
 import { shard } from "../../shared/stores";
-import { pageError } from "./errors";
-import { deviceCodePage, deviceConsentPage, emailStep, messagePage } from "./login-page";
+import { invalidRequestPage, pageError } from "./errors";
 import { beginLoginTx } from "./login-tx";
+import { deviceCodePage, deviceConsentPage } from "./pages/device";
+import { emailStep } from "./pages/login";
+import { messagePage } from "./pages/notices";
+import { requestUi, txPageUi, txUiFor } from "./pages/ui";
 import { type BrowserSession, currentSession, sessionStillStands, TX_COOKIE } from "./sessions";
 
 /**
@@ -26,46 +29,44 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   let typed: string | undefined;
   if (c.req.method === "POST") {
-    if (!isForm(c.req.raw)) throw pageError("Invalid request", "The form must be form encoded.");
+    if (!isForm(c.req.raw)) throw invalidRequestPage("the form must be form encoded");
     typed = parseForm(await readBodyText(c.req.raw)).user_code;
   } else typed = c.req.query("user_code");
-  if (typed === undefined || typed === "") return deviceCodePage({ issuerName: config.ISSUER_NAME });
+  const ui = requestUi(c);
+  if (typed === undefined || typed === "") return deviceCodePage(ui, {});
   const userCode = normalizeUserCode(typed);
   if (!userCode)
-    return deviceCodePage({
-      issuerName: config.ISSUER_NAME,
+    return deviceCodePage(ui, {
       userCode: typed,
-      error: "That is not a device code.",
+      message: { kind: "error", html: ui.t.html("device.not_a_code") },
       status: 400,
     });
   await deviceQuota(c);
   const found = await findPending(c, userCode);
   if (found.view.status === "throttled")
-    throw pageError("Too many attempts", "Too many wrong codes were tried. Wait a minute and try again.", {
+    throw pageError("err.too_many.title", "error.locked", {
       status: 429,
       code: "too_many_requests",
       retryAfter: found.view.retry_after,
     });
   if (found.view.status !== "pending")
-    return deviceCodePage({
-      issuerName: config.ISSUER_NAME,
+    return deviceCodePage(ui, {
       userCode: formatUserCode(userCode),
-      error: "That code is not valid, or has expired. Check your device.",
+      message: { kind: "error", html: ui.t.html("device.invalid") },
       status: 400,
     });
   const client = await findClient(c.env, config, found.view.client_id);
-  if (!client) throw pageError("Unknown application", "The application that asked is no longer registered.");
+  if (!client) throw pageError("err.unknown_app.title", "err.unknown_app.message");
   const session = await liveSession(c, config);
   if (session)
-    return deviceConsentPage({
-      issuerName: config.ISSUER_NAME,
-      clientName: client.client_name,
+    return deviceConsentPage(requestUi(c, { client }), {
       scope: found.view.scope,
       email: session.email,
       userCode: formatUserCode(userCode),
     });
   // Sign in first; the verified login comes back to this page with the code (authorize.ts).
   const now = Date.now();
+  const txUi = txUiFor(c, client);
   const { tx, id } = await beginLoginTx(
     config,
     {
@@ -77,13 +78,14 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
     },
     now,
     c.get("region"),
+    txUi,
   );
   const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,
     path: config.cookiePath,
     maxAge: config.POLICY.login_tx_ttl_seconds,
   });
-  return emailStep({ issuerName: config.ISSUER_NAME, tx, headers: { "Set-Cookie": cookie } });
+  return emailStep(txPageUi(c, txUi), { tx, headers: { "Set-Cookie": cookie } });
 }
 
 /** `POST /device/decision`: the person allows or denies, from the consent page, signed in. */
@@ -92,21 +94,18 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
   // A cross-site form cannot carry the SameSite=Lax session cookie; a foreign Origin is refused as well.
   const origin = c.req.header("origin");
   if (origin !== undefined && origin !== new URL(config.ISSUER).origin)
-    throw pageError("Invalid request", "This decision must come from Keyway's own page.", {
-      status: 403,
-      code: "forbidden",
-    });
-  if (!isForm(c.req.raw)) throw pageError("Invalid request", "The form must be form encoded.");
+    throw pageError("err.refused.title", "err.refused.cross_site", { status: 403, code: "forbidden" });
+  if (!isForm(c.req.raw)) throw invalidRequestPage("the form must be form encoded");
   const form = parseForm(await readBodyText(c.req.raw));
   const userCode = normalizeUserCode(form.user_code);
   if (!userCode || (form.decision !== "approve" && form.decision !== "deny"))
-    throw pageError("Invalid request", "The decision is incomplete.");
+    throw invalidRequestPage("the decision is incomplete");
   const session = await liveSession(c, config);
-  if (!session) throw pageError("Signed out", "Your sign-in has ended. Enter the device code again.");
+  if (!session) throw pageError("err.signed_out.title", "err.signed_out.device");
   await deviceQuota(c);
   const found = await findPending(c, userCode);
   if (found.view.status !== "pending" || !found.ref)
-    throw pageError("Code expired", "That code is not valid any more. Start again on your device.");
+    throw pageError("err.code_expired.title", "err.code_expired.device");
   const approve = form.decision === "approve";
   const decided = await shard(c.env, "code", found.ref).decideDevice({
     userCode: tenantScoped(config, userCode),
@@ -115,15 +114,16 @@ export async function deviceDecision(c: Context<AppEnv>): Promise<Response> {
       : null,
     now: Date.now(),
   });
-  if (!decided) throw pageError("Code expired", "That code is not valid any more. Start again on your device.");
+  if (!decided) throw pageError("err.code_expired.title", "err.code_expired.device");
   audit(
     c,
     { kind: "device_decision", user: session.sub, client: found.view.client_id, detail: { approved: approve } },
     loginRegion(c.get("config"), session.sid),
   );
+  const ui = requestUi(c);
   return approve
-    ? messagePage("Device connected", "You can return to your device now.")
-    : messagePage("Request denied", "The device was not signed in. You can close this page.");
+    ? messagePage(ui, { title: "device.connected.title", message: "device.connected.message" })
+    : messagePage(ui, { title: "device.denied.title", message: "device.denied.message" });
 }
 
 /** The per-address quota of device lookups, refused on a page (a person is reading), not as JSON. */
@@ -132,7 +132,7 @@ async function deviceQuota(c: Context<AppEnv>): Promise<void> {
     await takeIpQuota(c, "device");
   } catch (err) {
     if (!(err instanceof OAuthError) || err.options.page) throw err;
-    throw pageError("Too many attempts", "Too many codes were tried from this network. Wait a minute and try again.", {
+    throw pageError("err.too_many.title", "error.too_many_tries", {
       status: err.status,
       code: err.code,
       ...(err.options.retryAfter !== undefined ? { retryAfter: err.options.retryAfter } : {}),

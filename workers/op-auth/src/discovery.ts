@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
 import { DEVICE_GRANT } from "../../shared/device";
+import { SUPPORTED_LOCALES } from "../../shared/i18n/index";
 import { SUPPORTED_SCOPES } from "./authorize-request";
 
 /** OpenID Connect Discovery 1.0 §3. Every value here is true of the running server. */
@@ -61,6 +62,8 @@ export function discovery(c: Context<AppEnv>): Response {
     // RFC 8707 defines no metadata name; RFC 8414 §2 allows more. `resource` is taken at /authorize and
     // /token (client credentials, code, refresh) for the resources registered for the client.
     resource_indicators_supported: true,
+    // OIDC Discovery §3: the languages of the pages (issue 26), chosen by `ui_locales`.
+    ui_locales_supported: SUPPORTED_LOCALES,
     claims_parameter_supported: false,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,

@@ -3,11 +3,13 @@ import { LIMITS_CARRY_WINDOW_MS, type OtpPolicy } from "../../../durable-objects
 import type { AppEnv } from "../../shared/app";
 import { audit, auditEmailKey } from "../../shared/audit";
 import { auditEvent } from "../../shared/audit-event";
+import { mailLookOf } from "../../shared/branding";
 import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
+import type { MessageKey } from "../../shared/i18n/index";
 import { sourceKeyOf, takeIpQuota } from "../../shared/ip-quota";
 import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
 import { deliverOtp, otpMessage } from "../../shared/mail/index";
@@ -15,8 +17,10 @@ import { issueId, recentEarlierShards, routeKey, routeKeyIn, shardAddress } from
 import { shard } from "../../shared/stores";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { pageError } from "./errors";
-import { codeStep, emailStep } from "./login-page";
 import { type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
+import type { PageMessage } from "./pages/layout";
+import { codeStep, emailStep } from "./pages/login";
+import { type PageUi, txPageUi } from "./pages/ui";
 import { SESSION_COOKIE, sessionCookie, TX_COOKIE } from "./sessions";
 
 const OTP_DIGITS = 6;
@@ -29,9 +33,9 @@ interface LoginPost {
   body: Record<string, unknown>;
 }
 
-const fail = (code: "invalid_request" | "invalid_code", description: string) =>
-  new OAuthError(code, description, { headers: NO_STORE });
-const invalidCode = () => fail("invalid_code", "the code is wrong, expired or already used");
+const fail = (code: "invalid_request" | "invalid_code", description: string, notice: MessageKey) =>
+  new OAuthError(code, description, { headers: NO_STORE, notice });
+const invalidCode = () => fail("invalid_code", "the code is wrong, expired or already used", "error.wrong_code");
 
 /**
  * The checks every login-page POST shares: same-origin (checklist E4), body within limits, and a
@@ -46,22 +50,28 @@ async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
     c.req.header("sec-fetch-site") === "cross-site"
   ) {
     if (isForm(c.req.raw))
-      throw pageError("Request refused", "This form was posted from another site.", { status: 403, code: "forbidden" });
+      throw pageError("err.refused.title", "err.refused.cross_site", { status: 403, code: "forbidden" });
     throw new OAuthError("forbidden", "cross-origin request refused", { headers: NO_STORE });
   }
   const { body, form } = await readJsonOrForm(c.req.raw);
   const tx = await openLoginTx(config, body.tx, Date.now());
   if (!tx || getCookie(c.req.raw, cookieName(TX_COOKIE, config), (v) => v === tx.id.id) === null) {
-    const err = fail("invalid_request", "the login transaction is missing, unknown, expired or not this browser's");
-    if (form) throw pageError("Sign-in expired", "Start again from the application.");
-    throw err;
+    if (form) throw pageError("err.expired.title", "err.expired.start_again");
+    throw new OAuthError(
+      "invalid_request",
+      "the login transaction is missing, unknown, expired or not this browser's",
+      {
+        headers: NO_STORE,
+      },
+    );
   }
   return { form, txValue: body.tx as string, tx, body };
 }
 
 /**
  * Runs a login-page POST. JSON callers get errors as OAuth JSON; a browser posting the form gets
- * the same status on the login page again, with a message and the step it was on.
+ * the same status on the page it was on again (the code page for a code or a resend), with what went
+ * wrong and what to do next in the page's message region.
  */
 function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, post: LoginPost) => Promise<Response>) {
   return async (c: Context<AppEnv>): Promise<Response> => {
@@ -72,25 +82,47 @@ function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, po
     } catch (err) {
       // Errors that are pages already, JSON callers' errors and unexpected ones: rendered by errors.ts.
       if (!(err instanceof OAuthError) || !post?.form || err.options.page) throw err;
-      const config = c.get("config");
+      const ui = txPageUi(c, post.tx.ui);
       const retry = err.options.retryAfter;
-      const message =
-        err.code === "invalid_code"
-          ? "That code is not right, or it has expired."
-          : err.status === 429
-            ? `Too many tries. Wait ${retry ?? 60} seconds and try again.`
-            : (err.description ?? "Something went wrong.");
+      const key = (err.options.notice ?? (err.status === 429 ? "error.locked" : "error.generic")) as MessageKey;
+      const message: PageMessage = { kind: "error", html: ui.t.html(key, { wait: ui.t.duration(retry ?? 60) }) };
       const common = {
-        issuerName: config.ISSUER_NAME,
         tx: post.txValue,
-        error: message,
+        message,
         status: err.status,
         headers: { ...NO_STORE, ...(retry ? { "Retry-After": String(retry) } : {}) },
       };
       const email = normalizeEmail(post.body.email);
-      return step === "verify" && email ? codeStep({ ...common, email }) : emailStep(common);
+      const onCodePage = step === "verify" || post.body.resend === "1";
+      return onCodePage && email
+        ? codeStepFor(c, ui, post, email, common)
+        : // The address as typed, so a slip can be fixed.
+          emailStep(ui, {
+            ...common,
+            email: typeof post.body.email === "string" ? post.body.email.slice(0, 254) : undefined,
+          });
     }
   };
+}
+
+/**
+ * The code page of a login: the resend countdown runs to the time the page was given (a new code
+ * sets it; the page's hidden `resend_at` carries it on, for display only: the store enforces it).
+ */
+function codeStepFor(
+  c: Context<AppEnv>,
+  ui: PageUi,
+  post: LoginPost,
+  email: string,
+  o: { tx: string; message?: PageMessage; status?: number; headers?: Record<string, string>; resendAt?: number },
+): Response {
+  const p = c.get("config").POLICY;
+  const now = Date.now();
+  const posted = Number(post.body.resend_at);
+  const resendAt =
+    o.resendAt ??
+    (Number.isFinite(posted) ? Math.min(Math.max(posted, now), now + p.resend_interval_seconds * 1000) : now);
+  return codeStep(ui, { ...o, email, codeTtlSeconds: p.otp_ttl_seconds, resendAt, now });
 }
 
 const codeMacOf = (config: Config, emailKey: string, code: string) =>
@@ -104,7 +136,7 @@ function challengeRef(c: Context<AppEnv>, post: LoginPost, emailKey: string) {
   const config = c.get("config");
   const ref = routeKeyIn(config, "challenge", emailKey, post.tx.challengeGen, post.tx.id.ref.place.region);
   // A sealed generation the config lacks: only a config that dropped a generation gets here.
-  if (!ref) throw fail("invalid_request", "the login transaction is unknown or expired");
+  if (!ref) throw fail("invalid_request", "the login transaction is unknown or expired", "err.expired.start_again");
   return ref;
 }
 
@@ -129,7 +161,7 @@ function otpPolicy(config: Config): OtpPolicy {
 
 function requireEmail(post: LoginPost): string {
   const email = normalizeEmail(post.body.email);
-  if (!email) throw fail("invalid_request", "email must be one valid address");
+  if (!email) throw fail("invalid_request", "email must be one valid address", "error.email_invalid");
   return email;
 }
 
@@ -151,7 +183,8 @@ export const generateCode = loginPost("generate", async (c, post) => {
   const code = randomDigits(OTP_DIGITS);
   const mac = deliver ? await codeMacOf(config, emailKey, code) : `unmatchable:${randomToken(16)}`;
   const ip = c.req.header("cf-connecting-ip") ?? null;
-  const message = otpMessage(config, email, code, now);
+  const ui = txPageUi(c, post.tx.ui);
+  const message = otpMessage(config, email, code, now, mailLookOf(ui.look, ui.t.locale));
   const captured =
     deliver && isCaptured(config, email)
       ? {
@@ -180,12 +213,18 @@ export const generateCode = loginPost("generate", async (c, post) => {
     throw new OAuthError(issued.error, "too many codes requested for this address", {
       retryAfter: issued.retry_after,
       headers: NO_STORE,
+      notice: issued.error === "slow_down" ? "error.resend_too_soon" : "error.too_many_codes",
     });
 
   // After the response: one attempt, then bounded retries from the MailOutbox (same code, never a new one).
   if (deliver && !captured)
     c.executionCtx.waitUntil(deliverOtp(c.env, config, { message, emailKey, ip, region: post.tx.id.ref.place.region }));
-  if (post.form) return codeStep({ issuerName: config.ISSUER_NAME, tx: post.txValue, email });
+  if (post.form)
+    return codeStepFor(c, ui, post, email, {
+      tx: post.txValue,
+      resendAt: now + issued.resend_after * 1000,
+      ...(post.body.resend === "1" ? { message: { kind: "info", html: ui.t.html("code.sent_again") } } : {}),
+    });
   return json({ sent: true, expires_in: issued.expires_in, resend_after: issued.resend_after }, 200, NO_STORE);
 });
 
@@ -198,8 +237,10 @@ export const generateCode = loginPost("generate", async (c, post) => {
 export const verifyCode = loginPost("verify", async (c, post) => {
   const config = c.get("config");
   const email = requireEmail(post);
-  const code = post.body.code;
-  if (typeof code !== "string" || !/^[0-9]{6}$/.test(code)) throw invalidCode();
+  // A code pasted from the mail may carry spaces or a dash ("123 456"); the digits are the code.
+  const code = typeof post.body.code === "string" ? post.body.code.replace(/[\s-]/g, "") : undefined;
+  if (code === undefined || !/^[0-9]{6}$/.test(code))
+    throw fail("invalid_code", "the code is wrong, expired or already used", "error.code_format");
   await takeIpQuota(c, "verify");
 
   const now = Date.now();
@@ -228,6 +269,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     throw new OAuthError("too_many_attempts", "too many wrong codes for this address", {
       retryAfter: result.retry_after,
       headers: NO_STORE,
+      notice: "error.locked",
     });
   if (result.status === "invalid") throw invalidCode();
 
@@ -286,3 +328,16 @@ function endReplacedSession(c: Context<AppEnv>): void {
       .catch(() => undefined),
   );
 }
+
+/**
+ * "Use another address" (issue 26): the address page again, for the same login transaction, with the
+ * address as typed so a slip can be fixed. Nothing is stored; the authorization request is kept.
+ */
+export const restartLogin = loginPost("generate", async (c, post) => {
+  if (!post.form) throw fail("invalid_request", "post the address to /email-code/generate", "error.generic");
+  return emailStep(txPageUi(c, post.tx.ui), {
+    tx: post.txValue,
+    email: normalizeEmail(post.body.email) ?? undefined,
+    headers: NO_STORE,
+  });
+});

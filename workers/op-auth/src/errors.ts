@@ -1,8 +1,10 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
 import { errorResponse, OAuthError, type OAuthErrorCode } from "../../shared/errors";
+import { type MessageKey, translator } from "../../shared/i18n/index";
 import { authorizationResponseUrl } from "./authorization-response";
-import { errorPage } from "./login-page";
+import { errorPage } from "./pages/notices";
+import { requestUi } from "./pages/ui";
 
 /**
  * op-auth's errors: one type (OAuthError), three renderings. A redirect to the client when the error
@@ -19,30 +21,55 @@ export function renderAuthError(err: unknown, c: Context<AppEnv>): Response {
     });
     return new Response(null, { status: 302, headers: { Location: location, "Cache-Control": "no-store" } });
   }
-  if (err instanceof OAuthError && err.options.page) {
+  const text = err instanceof OAuthError ? err.options.page : undefined;
+  if (err instanceof OAuthError && text && c.get("config")) {
     const headers: Record<string, string> = { "Cache-Control": "no-store", ...err.options.headers };
     if (err.options.retryAfter !== undefined) headers["Retry-After"] = String(err.options.retryAfter);
-    return errorPage(err.options.page.title, err.description ?? err.code, err.status, headers);
+    const ui = requestUi(c);
+    return errorPage(ui, {
+      title: text.title as MessageKey,
+      message: text.message as MessageKey,
+      params: { ...text.params, wait: ui.t.duration(err.options.retryAfter ?? 60) },
+      ...(text.detail ? { detail: text.detail } : {}),
+      status: err.status,
+      headers,
+    });
   }
   return errorResponse(err);
 }
 
-/** An error shown on Keyway's own page (400 unless said otherwise). */
+/** An error shown on Keyway's own page (400 unless said otherwise), in the person's language. */
 export function pageError(
-  title: string,
-  message: string,
-  o: { status?: number; code?: OAuthErrorCode; retryAfter?: number; headers?: Record<string, string> } = {},
+  title: MessageKey,
+  message: MessageKey,
+  o: {
+    status?: number;
+    code?: OAuthErrorCode;
+    retryAfter?: number;
+    headers?: Record<string, string>;
+    /** The protocol's words for what is wrong, shown to developers as they are. */
+    detail?: string;
+  } = {},
 ): OAuthError {
-  return new OAuthError(o.code ?? "invalid_request", message, {
+  // A JSON caller, and the log, get the detail or the English message.
+  const description =
+    o.detail ?? translator("en").text(message, { wait: translator("en").duration(o.retryAfter ?? 60) });
+  return new OAuthError(o.code ?? "invalid_request", description, {
     status: o.status ?? 400,
-    page: { title },
+    page: { title, message, ...(o.detail ? { detail: o.detail } : {}) },
     ...(o.retryAfter !== undefined ? { retryAfter: o.retryAfter } : {}),
     ...(o.headers ? { headers: o.headers } : {}),
   });
 }
 
+/** An authorization or logout request Keyway cannot use, with what is wrong with it for its developers. */
+export const invalidRequestPage = (detail: string) =>
+  pageError("err.invalid_request.title", "err.invalid_request.message", { detail });
+
 /** A request that could not be read (a body or query that is not well formed), as a page. */
 export function unreadable(err: unknown): OAuthError {
   if (err instanceof OAuthError && err.code !== "invalid_request") return err;
-  return pageError("Invalid request", err instanceof Error ? err.message : "malformed request");
+  return pageError("err.invalid_request.title", "err.invalid_form.message", {
+    detail: err instanceof Error ? err.message : "malformed request",
+  });
 }

@@ -5,7 +5,7 @@ import { authorize } from "./authorize";
 import { devMailbox } from "./dev-mailbox";
 import { deviceDecision, devicePage } from "./device";
 import { discovery } from "./discovery";
-import { generateCode, verifyCode } from "./email-code";
+import { generateCode, restartLogin, verifyCode } from "./email-code";
 import { renderAuthError } from "./errors";
 import { logout } from "./logout";
 
@@ -18,6 +18,7 @@ app.get("/.well-known/openid-configuration", discovery);
 app.on(["GET", "POST"], "/authorize", authorize);
 app.post("/email-code/generate", generateCode);
 app.post("/email-code/verify", verifyCode);
+app.post("/email-code/restart", restartLogin);
 app.all("/email-code/*", () => methodNotAllowed("POST"));
 app.on(["GET", "POST"], "/logout", logout);
 app.on(["GET", "POST"], "/device", devicePage);

@@ -3,6 +3,7 @@ import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import { currentGeneration, type ParsedId, shardsIn } from "../../shared/router";
 import { issueSealedId, openSealedId, sealOnto } from "../../shared/sealed-id";
+import type { TxUi } from "./pages/ui";
 
 /**
  * The login transaction: the validated authorization request and what the login's later steps need,
@@ -24,12 +25,15 @@ export interface LoginTx {
   /** The ChallengeStore generation when the login began: its code is placed and found there. */
   challengeGen: number;
   expiresAt: number;
+  /** The pages' language and look, chosen when the login began (issue 26). */
+  ui?: TxUi | undefined;
 }
 
 interface TxState {
   request: AuthRequest;
   challenge_gen: number;
   exp: number;
+  ui?: TxUi;
 }
 
 export async function beginLoginTx(
@@ -37,11 +41,13 @@ export async function beginLoginTx(
   request: AuthRequest,
   now: number,
   region: string,
+  ui: TxUi,
 ): Promise<{ tx: string; id: string }> {
   const state: TxState = {
     request,
     challenge_gen: currentGeneration(shardsIn(config.SHARDS, region), "challenge"),
     exp: now + config.POLICY.login_tx_ttl_seconds * 1000,
+    ui,
   };
   const { value, id } = await issueSealedId(config, "tx", "login-tx", state, { region });
   return { tx: value, id };
@@ -57,6 +63,7 @@ export async function openLoginTx(config: Config, value: unknown, now: number): 
     request: opened.state.request,
     challengeGen: opened.state.challenge_gen,
     expiresAt: opened.state.exp,
+    ui: opened.state.ui,
   };
 }
 

@@ -8,8 +8,9 @@ import { clearCookie, cookieName, isForm, paramsToRecord, parseForm, readBodyTex
 import { keyRing } from "../../shared/keys";
 import { shard } from "../../shared/stores";
 import { revokeInSidShard } from "../../shared/tokens";
-import { pageError, unreadable } from "./errors";
-import { confirmLogoutPage, messagePage } from "./login-page";
+import { invalidRequestPage, unreadable } from "./errors";
+import { confirmLogoutPage, messagePage } from "./pages/notices";
+import { requestUi } from "./pages/ui";
 import { currentSession, SESSION_COOKIE, sessionCookie } from "./sessions";
 
 /**
@@ -23,7 +24,7 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
   let params: Record<string, string>;
   try {
     if (c.req.method === "POST") {
-      if (!isForm(c.req.raw)) throw pageError("Invalid request", "The logout request must be form encoded.");
+      if (!isForm(c.req.raw)) throw invalidRequestPage("the logout request must be form encoded");
       params = parseForm(await readBodyText(c.req.raw));
     } else params = paramsToRecord(new URL(c.req.url).searchParams);
   } catch (err) {
@@ -33,17 +34,17 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
   let hint: Hint | null = null;
   if (params.id_token_hint) {
     hint = await verifyIdTokenHint(c, params.id_token_hint);
-    if (!hint) throw pageError("Invalid request", "id_token_hint is not a token this issuer signed.");
+    if (!hint) throw invalidRequestPage("id_token_hint is not a token this issuer signed");
   }
   const clientId = hint?.aud ?? params.client_id;
   if (hint && params.client_id && params.client_id !== hint.aud)
-    throw pageError("Invalid request", "client_id does not match id_token_hint.");
+    throw invalidRequestPage("client_id does not match id_token_hint");
 
   let redirectTo: string | null = null;
   if (params.post_logout_redirect_uri) {
     const client = clientId ? await findClient(c.env, config, clientId) : null;
     if (!client?.post_logout_redirect_uris.includes(params.post_logout_redirect_uri))
-      throw pageError("Invalid request", "post_logout_redirect_uri is not registered for this client.");
+      throw invalidRequestPage("post_logout_redirect_uri is not registered for this client");
     const url = new URL(params.post_logout_redirect_uri);
     if (params.state !== undefined) url.searchParams.append("state", params.state);
     redirectTo = url.toString();
@@ -54,9 +55,9 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
   // token is not enough: it must be of this browser's session (its sid) or its user (issue 27 item 6).
   if (fromElsewhere(c.req.raw, config.ISSUER) && !(hint && (await hintIsThisSession(c, hint)))) {
     const fields: Record<string, string> = {};
-    for (const name of ["client_id", "post_logout_redirect_uri", "state"] as const)
+    for (const name of ["client_id", "post_logout_redirect_uri", "state", "ui_locales"] as const)
       if (params[name] !== undefined) fields[name] = params[name];
-    return confirmLogoutPage(fields, { "Cache-Control": "no-store" });
+    return confirmLogoutPage(requestUi(c, { uiLocales: params.ui_locales }), fields, { "Cache-Control": "no-store" });
   }
 
   const sids = new Set<string>();
@@ -79,7 +80,12 @@ export async function logout(c: Context<AppEnv>): Promise<Response> {
     "Cache-Control": "no-store",
   };
   if (redirectTo) return new Response(null, { status: 302, headers: { Location: redirectTo, ...headers } });
-  return messagePage("Signed out", "You are signed out. You can close this window.", headers);
+  // RP-Initiated Logout 1.0 §2: `ui_locales` chooses the language of the pages shown.
+  return messagePage(requestUi(c, { uiLocales: params.ui_locales }), {
+    title: "logout.done.title",
+    message: "logout.done.message",
+    headers,
+  });
 }
 
 /**

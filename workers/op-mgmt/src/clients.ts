@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
+import { brandingSchema } from "../../shared/branding";
 import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/clients";
 import { randomToken } from "../../shared/crypto";
 import { DEVICE_GRANT } from "../../shared/device";
@@ -49,6 +50,8 @@ const clientFields = {
   resources: z
     .array(z.string().refine(isResourceIndicator, "a resource must be an absolute URI without a fragment"))
     .max(MAX_RESOURCES),
+  /** Issue 26: what the client's login pages and mail show instead of the tenant's branding. */
+  branding: brandingSchema,
 };
 
 type ClientShape = {
@@ -100,6 +103,7 @@ export const createSchema = z
     allowed_cors_origins: clientFields.allowed_cors_origins.default([]),
     jwks: clientFields.jwks.optional(),
     resources: clientFields.resources.default([]),
+    branding: clientFields.branding.default({}),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -137,8 +141,8 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
-      created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      branding, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -154,6 +158,7 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify(input.allowed_cors_origins),
       input.jwks ? JSON.stringify(input.jwks) : null,
       JSON.stringify([...new Set(input.resources)]),
+      JSON.stringify(input.branding),
       now,
       now,
     )
@@ -200,7 +205,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
-      updated_at = ?
+      branding = ?, updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
@@ -214,6 +219,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify(next.allowed_cors_origins),
       next.jwks ? JSON.stringify(next.jwks) : null,
       JSON.stringify([...new Set(next.resources)]),
+      JSON.stringify(next.branding),
       next.updated_at,
       id,
       current.tenant,

@@ -1,9 +1,11 @@
 import type { Context, Next } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
+import { brandingSchema } from "../../shared/branding";
 import { randomToken, sha256, timingSafeEqualString } from "../../shared/crypto";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
+import { LOCALE_TAGS } from "../../shared/i18n/locales";
 import { askPeers } from "../../shared/isolate";
 import { firstKeyStatements, forgetKeyRing } from "../../shared/keys";
 import { DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/router";
@@ -37,6 +39,8 @@ export const tenantInput = z
     policy: tenantPolicySchema.optional(),
     signup: z.enum(["open", "invite"]).optional(),
     mail: tenantMailSchema.optional(),
+    branding: brandingSchema.optional(),
+    locale: z.enum(LOCALE_TAGS).optional(),
   })
   .strict();
 
@@ -50,6 +54,10 @@ export const tenantPatch = z
     signup: z.enum(["open", "invite"]).optional(),
     /** Replaces the tenant's mail settings. */
     mail: tenantMailSchema.optional(),
+    /** Replaces the tenant's branding (`{}` clears it). */
+    branding: brandingSchema.optional(),
+    /** The default language of its pages and mail; `null` returns to the deployment's. */
+    locale: z.enum(LOCALE_TAGS).nullable().optional(),
   })
   .strict();
 
@@ -65,6 +73,8 @@ function publicTenant(c: Context<AppEnv>, t: Tenant) {
     policy: t.settings.policy,
     signup: t.settings.signup,
     mail: t.settings.mail,
+    branding: t.settings.branding,
+    locale: t.settings.locale ?? null,
     created_at: t.created_at,
     updated_at: t.updated_at,
   };
@@ -82,13 +92,15 @@ function defaultTenant(c: Context<AppEnv>) {
     policy: {},
     signup: config.SIGNUP,
     mail: { from: config.MAIL_FROM, ...(config.MAIL_FROM_NAME ? { from_name: config.MAIL_FROM_NAME } : {}) },
+    branding: config.BRANDING,
+    locale: config.DEFAULT_LOCALE,
     created_at: null,
     updated_at: null,
   };
 }
 
 const DEFAULT_IS_CONFIG =
-  "the default tenant is configured by the deployment's variables (ISSUER_NAME, POLICY, SIGNUP, MAIL_*)";
+  "the default tenant is configured by the deployment's variables (ISSUER_NAME, POLICY, SIGNUP, MAIL_*, BRANDING, DEFAULT_LOCALE)";
 
 async function readTenant(c: Context<AppEnv>, id: string): Promise<Tenant> {
   const row = TENANT_ID.test(id)
@@ -103,7 +115,13 @@ export async function createTenant(c: Context<AppEnv>): Promise<Response> {
   const input = await body(c, tenantInput);
   const config = c.get("config");
   const now = Date.now();
-  const settings = tenantSettingsSchema.parse({ policy: input.policy, signup: input.signup, mail: input.mail });
+  const settings = tenantSettingsSchema.parse({
+    policy: input.policy,
+    signup: input.signup,
+    mail: input.mail,
+    branding: input.branding,
+    locale: input.locale,
+  });
   // The id is never reused: a deleted tenant's row stays as a tombstone, so its ids stay refused. The
   // row and the first keys are one batch (one transaction): a conflict leaves no key behind.
   const exists = await c.env.DB.prepare("SELECT status FROM tenants WHERE id = ?")
@@ -167,6 +185,8 @@ export async function patchTenant(c: Context<AppEnv>): Promise<Response> {
     policy: patch.policy ?? current.settings.policy,
     signup: patch.signup ?? current.settings.signup,
     mail: patch.mail ?? current.settings.mail,
+    branding: patch.branding ?? current.settings.branding,
+    locale: patch.locale === null ? undefined : (patch.locale ?? current.settings.locale),
   });
   await c.env.DB.prepare(
     "UPDATE tenants SET name = ?, status = ?, settings = ?, updated_at = ? WHERE id = ? AND status != 'deleted'",

@@ -1,4 +1,5 @@
 import { auditEvent, auditShardName, emitAudit } from "../audit-event";
+import type { MailLook } from "../branding";
 import type { Config } from "../config";
 import { randomToken, seal } from "../crypto";
 import type { Env } from "../env";
@@ -8,11 +9,12 @@ import { outboxFor, outboxSealMaterial, outboxShardName } from "./outbox";
 import { attempt, mailerFor, type SealedOtp } from "./transport";
 
 /** The one-time-code message for `to`, as every transport renders it. */
-export function otpMessage(config: Config, to: string, code: string, now: number): OtpMessage {
+export function otpMessage(config: Config, to: string, code: string, now: number, look?: MailLook): OtpMessage {
   const ttl = config.POLICY.otp_ttl_seconds;
   return {
     to,
     code,
+    ...(look ? { look } : {}),
     expiresInSeconds: ttl,
     expiresAt: now + ttl * 1000,
     issuerName: config.ISSUER_NAME,
@@ -72,6 +74,7 @@ export async function deliverOtp(
       ...(message.fromName ? { from_name: message.fromName } : {}),
       ...(message.replyTo ? { reply_to: message.replyTo } : {}),
       ...(config.TENANT !== "default" ? { tenant: config.TENANT } : {}),
+      ...(message.look ? { look: message.look } : {}),
     };
     await outboxFor(env, outboxShardName(config, m.region, m.emailKey)).enqueue({
       key: m.emailKey,

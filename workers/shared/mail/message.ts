@@ -1,4 +1,6 @@
+import type { MailLook } from "../branding";
 import { escapeHtml } from "../http";
+import { Html, isLocale, translator } from "../i18n/index";
 
 /** A one-time-code message. The code is the only secret in it; it is never logged. */
 export interface OtpMessage {
@@ -14,6 +16,8 @@ export interface OtpMessage {
   from?: string | undefined;
   fromName?: string | undefined;
   replyTo?: string | undefined;
+  /** The language and branding of the page the code was asked from (issue 26); English and the issuer's name otherwise. */
+  look?: MailLook | undefined;
 }
 
 export interface RenderedMail {
@@ -68,46 +72,64 @@ export function headerSafe(value: string, max = 200): string {
 }
 
 /**
- * The one-time-code mail: the code prominent (first in the subject, large in the HTML), the issuer's
- * name, when it expires, and what to do if the reader did not ask for it. Every value that reaches a
- * header is header-safe; every value in the HTML is escaped.
+ * The one-time-code mail, in the language and branding of the page it was asked from (issue 26): the
+ * code prominent (first in the subject, large in the HTML), the application's name, when it expires,
+ * and what to do if the reader did not ask for it. Every value that reaches a header is header-safe;
+ * every value in the HTML is escaped.
  */
 export function renderOtpMail(settings: MailSettings, m: OtpMessage): RenderedMail {
   const issuerName = headerSafe(m.issuerName, 100) || "Keyway";
+  const look = m.look;
+  const t = translator(look && isLocale(look.locale) ? look.locale : "en");
+  const product = headerSafe(look?.product ?? issuerName, 100) || issuerName;
+  const app = headerSafe(look?.app ?? product, 100) || product;
   const code = m.code.replace(/[^0-9]/g, "");
-  const minutes = Math.max(1, Math.ceil(m.expiresInSeconds / 60));
-  const lifetime = minutes === 1 ? "1 minute" : `${minutes} minutes`;
+  const lifetime = t.duration(Math.max(60, m.expiresInSeconds));
   // The same words on every attempt (a retry is byte-for-byte the first mail, for idempotent providers).
-  const expiry =
-    m.expiresAt === undefined
-      ? `It expires in ${lifetime} and works once.`
-      : `It expires ${lifetime} after it was requested, at ${new Date(m.expiresAt).toISOString().slice(11, 16)} UTC, and works once.`;
+  const expiryParams = {
+    lifetime,
+    ...(m.expiresAt !== undefined ? { time: new Date(m.expiresAt).toISOString().slice(11, 16) } : {}),
+  };
+  const expiryKey = m.expiresAt === undefined ? "mail.expiry" : "mail.expiry_at";
   const host = hostOf(m.issuer);
-  const subject = `${code} is your ${issuerName} sign-in code`;
+  const subject = t.text("mail.subject", { code, product });
+  const support = look?.support_uri;
+  const supportLabel = support?.startsWith("mailto:") ? support.slice(7) : support;
   const text = [
-    `Your ${issuerName} sign-in code is:`,
+    t.text("mail.intro", { app }),
     "",
     `    ${code}`,
     "",
-    expiry,
+    t.text(expiryKey, expiryParams),
     "",
-    `If you did not try to sign in to ${host}, you did not request this code: you can ignore this email. Someone typed your address, and nothing happens without the code. Never share it with anyone.`,
+    t.text("mail.ignore", { host }),
+    ...(support ? ["", t.text("mail.support", { link: supportLabel ?? support })] : []),
     "",
-    `-- ${issuerName} (${m.issuer})`,
+    `-- ${product} (${m.issuer})`,
   ].join("\n");
+  const accent = look?.primary && /^#[0-9a-f]{6}$/.test(look.primary) ? look.primary : "#1a1a1a";
+  const logo = look?.logo_uri
+    ? `<img src="${escapeHtml(look.logo_uri)}" alt="${escapeHtml(product)}" height="32" style="display:block;height:32px;max-width:160px;margin:0 0 20px">`
+    : `<p style="margin:0 0 20px;font-size:15px;font-weight:600;color:#374151">${escapeHtml(product)}</p>`;
+  const supportHtml =
+    support && supportLabel
+      ? `<p style="margin:16px 0 0;color:#4b5563;font-size:13px">${t.html("mail.support", {
+          link: new Html(`<a href="${escapeHtml(support)}" style="color:${accent}">${escapeHtml(supportLabel)}</a>`),
+        })}</p>`
+      : "";
   const html = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(subject)}</title></head>
+<html lang="${t.locale}" dir="${t.dir}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(subject)}</title></head>
 <body style="margin:0;padding:24px;background:#f4f5f7;font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#1a1a1a">
-<div style="max-width:480px;margin:0 auto;background:#fff;border-radius:12px;padding:32px">
-<p style="margin:0 0 12px;font-size:16px">Your ${escapeHtml(issuerName)} sign-in code is:</p>
-<p style="margin:0 0 16px;font-size:36px;font-weight:700;letter-spacing:8px;font-family:ui-monospace,Menlo,monospace">${escapeHtml(code)}</p>
-<p style="margin:0 0 16px;font-size:15px">${escapeHtml(expiry)}</p>
-<p style="margin:0;color:#666;font-size:13px">If you did not try to sign in to ${escapeHtml(host)}, you did not request this code: you can ignore this email. Nothing happens without the code. Never share it with anyone.</p>
+<div style="max-width:480px;margin:0 auto;background:#fff;border-radius:12px;padding:32px;border-top:4px solid ${accent}">
+${logo}<p style="margin:0 0 12px;font-size:16px">${t.html("mail.intro", { app })}</p>
+<p dir="ltr" style="margin:0 0 16px;font-size:36px;font-weight:700;letter-spacing:8px;font-family:ui-monospace,Menlo,monospace">${escapeHtml(code)}</p>
+<p style="margin:0 0 16px;font-size:15px">${t.html(expiryKey, expiryParams)}</p>
+<p style="margin:0;color:#666;font-size:13px">${t.html("mail.ignore", { host })}</p>${supportHtml}
 </div></body></html>`;
   return {
     to: m.to,
     from: m.from ?? settings.MAIL_FROM,
-    fromName: headerSafe(m.fromName ?? settings.MAIL_FROM_NAME ?? issuerName, 100),
+    fromName: headerSafe(m.fromName ?? settings.MAIL_FROM_NAME ?? product, 100),
     ...(m.replyTo ? { replyTo: m.replyTo } : {}),
     subject: headerSafe(subject, 200),
     text,

@@ -1,3 +1,4 @@
+import type { MailLook } from "../branding";
 import type { Config, MailConfig } from "../config";
 import { HttpTransport } from "./http";
 import { MailError, type Mailer, type OtpMessage } from "./message";
@@ -44,6 +45,8 @@ export interface SealedOtp {
   from_name?: string;
   reply_to?: string;
   tenant?: string;
+  /** The language and branding of the first attempt's mail (issue 26), so a retry reads the same. */
+  look?: MailLook;
 }
 
 /** One attempt, abandoned after `timeoutMs`. Resolves to null on success, else the failure. */

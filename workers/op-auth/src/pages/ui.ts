@@ -1,0 +1,76 @@
+import type { Context } from "hono";
+import type { AppEnv } from "../../../shared/app";
+import { type Branding, type Look, lookOf } from "../../../shared/branding";
+import type { Config } from "../../../shared/config";
+import { isLocale, type Locale, pickLocale, type Translator, translator } from "../../../shared/i18n/index";
+
+/** What every page is rendered with: the person's language and the look of the tenant and client. */
+export interface PageUi {
+  t: Translator;
+  look: Look;
+}
+
+/**
+ * What a login transaction carries of its pages, sealed in `tx` (login-tx.ts) so that no later step
+ * looks anything up: the language chosen at `/authorize`, the application's name and what its client
+ * overrides of the tenant's branding. The tenant's own branding is read from the config at each step.
+ */
+export interface TxUi {
+  locale: Locale;
+  app: string;
+  brand?: Branding;
+}
+
+const tenantOf = (config: Config) => ({ name: config.ISSUER_NAME, branding: config.BRANDING });
+
+/** A client as the look needs it. */
+export function clientLook(client: { client_name: string; branding: Branding }) {
+  return Object.keys(client.branding).length
+    ? { name: client.client_name, branding: client.branding }
+    : { name: client.client_name };
+}
+
+/** The language a request asks for: `ui_locales` if given, then Accept-Language, then the tenant's default. */
+export function requestLocale(c: Context<AppEnv>, uiLocales?: string): Locale {
+  return pickLocale({
+    uiLocales: uiLocales ?? c.req.query("ui_locales"),
+    acceptLanguage: c.req.header("accept-language") ?? null,
+    fallback: c.get("config").DEFAULT_LOCALE,
+  });
+}
+
+/** A page outside a login transaction: the request's language, the tenant's look (and a client's, when known). */
+export function requestUi(
+  c: Context<AppEnv>,
+  o: { uiLocales?: string; client?: { client_name: string; branding: Branding } } = {},
+): PageUi {
+  const config = c.get("config");
+  return {
+    t: translator(requestLocale(c, o.uiLocales)),
+    look: lookOf(tenantOf(config), o.client ? clientLook(o.client) : undefined),
+  };
+}
+
+/** What a new login transaction seals of its pages. */
+export function txUiFor(
+  c: Context<AppEnv>,
+  client: { client_name: string; branding: Branding },
+  uiLocales?: string,
+): TxUi {
+  const look = clientLook(client);
+  return {
+    locale: requestLocale(c, uiLocales),
+    app: look.name,
+    ...("branding" in look ? { brand: look.branding } : {}),
+  };
+}
+
+/** A page inside a login transaction. An older transaction without its UI sealed gets the request's. */
+export function txPageUi(c: Context<AppEnv>, ui: TxUi | undefined): PageUi {
+  const config = c.get("config");
+  if (!ui || !isLocale(ui.locale)) return requestUi(c);
+  return {
+    t: translator(ui.locale),
+    look: lookOf(tenantOf(config), { name: ui.app, ...(ui.brand ? { branding: ui.brand } : {}) }),
+  };
+}
