@@ -1,10 +1,12 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
+  type AuthorizeExtra,
   admin,
   Browser,
   call,
   fullLogin,
   latestCode,
+  mailbox,
   pinClock,
   pkce,
   redeem,
@@ -61,7 +63,7 @@ async function measure(step: () => Promise<unknown>) {
  * The five steps of CONTRACT §2 as k6/full-login.js makes them, each measured on its own, at the
  * origin's endpoints or a tenant's (`base` = `/t/<tenant>`).
  */
-async function measuredLogin(e: TestEnv, client: TestClient, email: string, base = "") {
+async function measuredLogin(e: TestEnv, client: TestClient, email: string, base = "", extra: AuthorizeExtra = {}) {
   const browser = new Browser({ env: e, base });
   const { verifier, challenge } = await pkce();
   let tx = "";
@@ -70,7 +72,7 @@ async function measuredLogin(e: TestEnv, client: TestClient, email: string, base
   let authCode = "";
   const steps = {
     AuthorizeInit: await measure(async () => {
-      tx = await browser.startLogin(client, challenge);
+      tx = await browser.startLogin(client, challenge, extra);
     }),
     EmailCodeGenerate: await measure(async () => {
       expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
@@ -162,6 +164,37 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(calls).toBe(6);
     expect(d1).toBe(0);
     expect(mailboxRead.calls).toBe(1);
+  });
+
+  it("a returning user's login on branded pages in another language: the same 6 calls and no D1 query (issue 26)", async () => {
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const tenant = await createTenant(
+      { locale: "ar", branding: { logo_uri: "https://cdn.acme.test/logo.svg", primary_color: "#aa3300" } },
+      e,
+    );
+    const client = await registerTenantClient(
+      tenant.id,
+      {
+        token_endpoint_auth_method: "none",
+        branding: { product_name: "Acme Cloud", support_uri: "https://acme.test/help" },
+      },
+      e,
+    );
+    const email = uniqueEmail("branded-budget");
+    const at = pinClock();
+    await measuredLogin(e, client, email, `/t/${tenant.id}`, { ui_locales: "fr" });
+    at(11_000);
+    const { mailboxRead, ...login } = await measuredLogin(e, client, email, `/t/${tenant.id}`, { ui_locales: "fr" });
+    expect(login.AuthorizeInit).toMatchObject({ calls: 0, d1: 0 });
+    expect(login.EmailCodeGenerate).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
+    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(6);
+    expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
+    expect(mailboxRead.calls).toBe(1);
+    // The mail went out in the language and brand the login began with.
+    const [mail] = (await mailbox(email, e, `/t/${tenant.id}`)) as unknown as { subject: string }[];
+    expect(mail?.subject).toMatch(/^\d{6} est votre code de connexion à Acme Cloud$/);
   });
 
   it("a returning user's login with a webhook endpoint subscribed to sign-ins: the same 6 calls and no D1 query (issue 25)", async () => {

@@ -1,0 +1,282 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  admin,
+  authorizeQuery,
+  Browser,
+  latestCode,
+  mailbox,
+  pinClock,
+  pkce,
+  registerClient,
+  uniqueEmail,
+  withVars,
+} from "../support/harness";
+import { createTenant } from "../tenants/support";
+
+/**
+ * The login pages as a person gets them (issue 26), over HTTP in workerd: the application's name and
+ * the brand, the language, the code page's states, "use another address", and the same store calls.
+ */
+
+const field = (html: string, name: string) =>
+  new RegExp(`name="${name}" value="([^"]*)"`).exec(html)?.[1]?.replaceAll("&#34;", '"') ?? null;
+
+async function openLoginPage(
+  browser: Browser,
+  client: Awaited<ReturnType<typeof registerClient>>,
+  extra = {},
+  headers = {},
+) {
+  const { challenge } = await pkce();
+  const res = await browser.fetch(`/authorize?${authorizeQuery(client, challenge, extra)}`, { headers });
+  expect(res.status, await res.clone().text()).toBe(200);
+  const html = await res.text();
+  return { res, html, tx: field(html, "tx") as string };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("branding", () => {
+  it("the page names the application and shows the tenant's brand, overridden by the client's; the CSP names the logo's origin", async () => {
+    const tenant = await createTenant({
+      name: "Acme",
+      branding: {
+        logo_uri: "https://cdn.acme.test/logo.svg",
+        primary_color: "#aa3300",
+        support_uri: "https://acme.test/help",
+      },
+    });
+    const plain = await registerClient({ client_name: "Acme Billing" }, undefined, tenant.id);
+    const browser = new Browser({ base: `/t/${tenant.id}` });
+    const { res, html } = await openLoginPage(browser, plain);
+    expect(html).toContain("<h1>Sign in to Acme Billing</h1>");
+    expect(html).toContain('<img src="https://cdn.acme.test/logo.svg" alt=""');
+    expect(html).toContain("<span>Acme</span>");
+    expect(html).toContain("--primary:#aa3300");
+    expect(html).toContain('<a href="https://acme.test/help"');
+    expect(html).toMatch(/<title>Sign in · Acme<\/title>/);
+    const csp = res.headers.get("content-security-policy") as string;
+    expect(csp).toContain("img-src 'self' data: https://cdn.acme.test;");
+    expect(csp).toContain("frame-ancestors 'none'");
+    // No inline style attribute anywhere: the CSP would block it (the old resend button's colour was).
+    expect(html).not.toMatch(/\sstyle="/);
+
+    const branded = await registerClient(
+      { client_name: "Globex Portal", branding: { product_name: "Globex", primary_color: "#ffff00" } },
+      undefined,
+      tenant.id,
+    );
+    const second = await openLoginPage(new Browser({ base: `/t/${tenant.id}` }), branded);
+    expect(second.html).toContain("<h1>Sign in to Globex Portal</h1>");
+    expect(second.html).toContain("<span>Globex</span>");
+    // Yellow cannot carry white text: black on it; links darkened to 4.5:1.
+    expect(second.html).toMatch(/--primary:#ffff00;--on-primary:#111111;--accent:#[0-9a-f]{6}/);
+    // Still the tenant's logo and support link: the client overrode only what it set.
+    expect(second.html).toContain("https://cdn.acme.test/logo.svg");
+  });
+
+  it("branding is validated: an http logo, a colour name or an unknown key is a 400", async () => {
+    for (const branding of [{ logo_uri: "http://cdn.acme.test/logo.svg" }, { primary_color: "red" }, { font: "x" }]) {
+      const res = await admin("/clients", {
+        method: "POST",
+        json: {
+          client_name: "x",
+          redirect_uris: ["https://rp.example.com/cb"],
+          token_endpoint_auth_method: "none",
+          branding,
+        },
+      });
+      expect(res.status, JSON.stringify(branding)).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe("invalid_request");
+    }
+  });
+});
+
+describe("language", () => {
+  it("ui_locales beats Accept-Language, which beats the tenant's default; the page's language and direction follow", async () => {
+    const client = await registerClient();
+    const fr = await openLoginPage(new Browser(), client, { ui_locales: "de fr" }, { "Accept-Language": "ar" });
+    expect(fr.html).toContain('<html lang="fr" dir="ltr">');
+    expect(fr.html).toContain("Se connecter à");
+    const ar = await openLoginPage(new Browser(), client, {}, { "Accept-Language": "de, ar;q=0.8" });
+    expect(ar.html).toContain('<html lang="ar" dir="rtl">');
+    expect(ar.html).toContain("تسجيل الدخول إلى");
+    const en = await openLoginPage(new Browser(), client, {}, { "Accept-Language": "de" });
+    expect(en.html).toContain('<html lang="en" dir="ltr">');
+
+    const tenant = await createTenant({ locale: "fr" });
+    const tenantClient = await registerClient({}, undefined, tenant.id);
+    const byDefault = await openLoginPage(
+      new Browser({ base: `/t/${tenant.id}` }),
+      tenantClient,
+      {},
+      { "Accept-Language": "de" },
+    );
+    expect(byDefault.html).toContain('<html lang="fr" dir="ltr">');
+  });
+
+  it("the language chosen at /authorize holds for the whole login, and the mail speaks it", async () => {
+    const client = await registerClient({ client_name: "Acme Billing" });
+    const browser = new Browser();
+    const email = uniqueEmail("fr");
+    const { tx } = await openLoginPage(browser, client, { ui_locales: "fr" });
+    // The code page is in French even though this post says nothing of languages.
+    const gen = await browser.postForm("/email-code/generate", { tx, email });
+    expect(gen.status).toBe(200);
+    const page = await gen.text();
+    expect(page).toContain('<html lang="fr" dir="ltr">');
+    expect(page).toContain("Consultez vos e-mails");
+    const [mail] = (await mailbox(email)) as unknown as { subject: string; text: string }[];
+    expect(mail?.subject).toMatch(/^\d{6} est votre code de connexion à Keyway$/);
+    expect(mail?.text).toContain("Votre code pour vous connecter à Acme Billing");
+  });
+
+  it("discovery lists the languages (ui_locales_supported)", async () => {
+    const res = await new Browser().fetch("/.well-known/openid-configuration");
+    expect(((await res.json()) as { ui_locales_supported: string[] }).ui_locales_supported).toEqual(["en", "fr", "ar"]);
+  });
+});
+
+describe("the code page", () => {
+  it("says how long the code lives and when a new one may be asked for; a wrong code keeps the countdown and says what to do", async () => {
+    const e = withVars({
+      POLICY: JSON.stringify({ client_cache_seconds: 0, resend_interval_seconds: 45, otp_ttl_seconds: 600 }),
+    });
+    const client = await registerClient({}, e);
+    const browser = new Browser({ env: e });
+    const email = uniqueEmail("states");
+    const { tx } = await openLoginPage(browser, client);
+    const gen = await browser.postForm("/email-code/generate", { tx, email });
+    const page = await gen.text();
+    expect(page).toContain("The code works for 10 minutes and only once.");
+    expect(page).toMatch(/You can ask for a new code in <time id="resend-time" datetime="PT4[45]S">0:4[45]<\/time>\./);
+    expect(page).toContain('autocomplete="one-time-code"');
+    expect(page).toContain('inputmode="numeric"');
+    expect(page).toContain('<div id="msg" class="msg" aria-live="polite" aria-atomic="true"></div>');
+    expect(page).toContain('class="secondary"');
+    expect(page).toMatch(/<script nonce="[^"]+">/);
+    const resendAt = field(page, "resend_at") as string;
+
+    const wrong = await browser.postForm("/email-code/verify", { tx, email, code: "000000", resend_at: resendAt });
+    expect(wrong.status).toBe(400);
+    const again = await wrong.text();
+    expect(again).toContain(
+      'role="alert">That code is not right, or it has expired. Check the newest email and try again.',
+    );
+    expect(again).toContain('aria-invalid="true" aria-describedby="msg"');
+    expect(again).toMatch(/datetime="PT4[0-5]S"/);
+
+    // Asked for too soon (no script to hold the button): the code page again, saying how long to wait.
+    const early = await browser.postForm("/email-code/generate", { tx, email, resend: "1" });
+    expect(early.status).toBe(429);
+    expect(Number(early.headers.get("retry-after"))).toBeGreaterThan(0);
+    const earlyPage = await early.text();
+    expect(earlyPage).toContain("Check your email");
+    expect(earlyPage).toMatch(/A code was just sent\. You can ask for a new one in 4\d seconds\./);
+  });
+
+  it("a resend after the interval says a new code is on its way; the locked address says when to try again", async () => {
+    const e = withVars({
+      POLICY: JSON.stringify({ client_cache_seconds: 0, resend_interval_seconds: 10, email_failures_per_hour: 3 }),
+    });
+    const client = await registerClient({}, e);
+    const browser = new Browser({ env: e });
+    const email = uniqueEmail("resend");
+    const at = pinClock();
+    const { tx } = await openLoginPage(browser, client);
+    expect((await browser.postForm("/email-code/generate", { tx, email })).status).toBe(200);
+    at(11_000);
+    const resent = await browser.postForm("/email-code/generate", { tx, email, resend: "1" });
+    expect(resent.status).toBe(200);
+    expect(await resent.text()).toContain(
+      "A new code is on its way. Use the newest one: the earlier code no longer works.",
+    );
+    let last: Response | undefined;
+    for (let i = 0; i < 4; i++) last = await browser.postForm("/email-code/verify", { tx, email, code: "000000" });
+    expect(last?.status).toBe(429);
+    const locked = (await last?.text()) ?? "";
+    expect(locked).toMatch(/Too many wrong codes\. You can try again in \d+ (minutes|seconds)\./);
+    // Still the code page, with its field marked and the way to a new code or another address.
+    expect(locked).toContain('aria-invalid="true"');
+    expect(locked).toContain('action="/email-code/restart"');
+  });
+
+  it("a code pasted with a space or a dash signs in", async () => {
+    const client = await registerClient();
+    for (const shape of [
+      (c: string) => `${c.slice(0, 3)} ${c.slice(3)}`,
+      (c: string) => ` ${c.slice(0, 3)}-${c.slice(3)} `,
+    ]) {
+      const browser = new Browser();
+      const email = uniqueEmail("paste");
+      const { tx } = await openLoginPage(browser, client);
+      expect((await browser.postForm("/email-code/generate", { tx, email })).status).toBe(200);
+      const code = await latestCode(email);
+      const res = await browser.postForm("/email-code/verify", { tx, email, code: shape(code) });
+      expect(res.status, await res.clone().text()).toBe(303);
+    }
+  });
+});
+
+describe("use another address", () => {
+  it("starts over with the address as typed, keeps the authorization request, and the other address signs in", async () => {
+    const client = await registerClient();
+    const browser = new Browser();
+    const typo = uniqueEmail("typo").replace("@example.com", "@exmaple.com");
+    const { tx } = await openLoginPage(browser, client, { state: "keep-me" });
+    expect((await browser.postForm("/email-code/generate", { tx, email: typo })).status).toBe(200);
+
+    const back = await browser.postForm("/email-code/restart", { tx, email: typo });
+    expect(back.status).toBe(200);
+    const page = await back.text();
+    expect(page).toContain('action="/email-code/generate"');
+    expect(field(page, "tx")).toBe(tx);
+    expect(page).toContain(`value="${typo}"`);
+
+    const email = uniqueEmail("fixed");
+    expect((await browser.postForm("/email-code/generate", { tx, email })).status).toBe(200);
+    const verified = await browser.postForm("/email-code/verify", { tx, email, code: await latestCode(email) });
+    expect(verified.status).toBe(303);
+    const done = await browser.fetch(verified.headers.get("location") as string);
+    expect(done.status).toBe(302);
+    const redirect = new URL(done.headers.get("location") as string);
+    expect(redirect.origin + redirect.pathname).toBe(client.redirect_uris[0]);
+    expect(redirect.searchParams.get("state")).toBe("keep-me");
+    expect(redirect.searchParams.get("code")).toBeTruthy();
+  });
+
+  it("is refused for a transaction this browser does not hold", async () => {
+    const client = await registerClient();
+    const { tx } = await openLoginPage(new Browser(), client);
+    const res = await new Browser().postForm("/email-code/restart", { tx });
+    expect(res.status).toBe(400);
+    expect(await res.text()).toContain("Sign-in expired");
+  });
+});
+
+describe("error pages", () => {
+  it("speak the person's language, say what to do, and give developers the protocol's detail", async () => {
+    const client = await registerClient();
+    const res = await new Browser().fetch(
+      `/authorize?client_id=${client.client_id}&redirect_uri=https://evil.example/cb`,
+      {
+        headers: { "Accept-Language": "fr" },
+      },
+    );
+    expect(res.status).toBe(400);
+    const html = await res.text();
+    expect(html).toContain('<html lang="fr" dir="ltr">');
+    expect(html).toContain("Cette demande ne peut pas être utilisée");
+    expect(html).toContain('<code lang="en" dir="ltr">redirect_uri is not registered for this client</code>');
+  });
+
+  it("logout pages follow ui_locales (RP-Initiated Logout §2)", async () => {
+    const res = await new Browser().fetch("/logout?ui_locales=ar");
+    expect(res.status).toBe(200);
+    const html = await res.text();
+    expect(html).toContain('<html lang="ar" dir="rtl">');
+    expect(html).toContain("تم تسجيل الخروج");
+  });
+});
