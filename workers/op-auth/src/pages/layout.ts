@@ -27,7 +27,7 @@ body{margin:0;min-height:100vh;display:flex;flex-direction:column;align-items:ce
 padding:24px 12px;background:#f3f4f6;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans Arabic",sans-serif;color:#1b1f24}
 main{width:min(100%,400px);background:#fff;border-radius:14px;padding:28px 28px 24px;box-shadow:0 1px 3px #0000001f,0 8px 24px #0000000d}
 .brand{display:flex;align-items:center;gap:10px;margin:0 0 20px;font-weight:600;color:#374151}
-.brand img{max-height:36px;max-width:160px;object-fit:contain}
+.brand img{height:36px;width:auto;max-width:160px;object-fit:contain}
 h1{font-size:22px;line-height:1.3;margin:0 0 6px}
 p{margin:8px 0 14px;color:#374151}
 .lead{color:#4b5563}
@@ -72,7 +72,7 @@ export function page(ui: PageUi, o: PageOptions): Response {
   const body = o.body.replaceAll('action="/', `action="${pathBase()}/`);
   const title = t.text("page.title", { title: t.text(o.title, o.titleParams), product: look.product });
   const brand = look.logoUri
-    ? `<img src="${escapeHtml(look.logoUri)}" alt="" width="160" height="36"><span>${escapeHtml(look.product)}</span>`
+    ? `<img src="${escapeHtml(look.logoUri)}" alt="" height="36"><span>${escapeHtml(look.product)}</span>`
     : `<span>${escapeHtml(look.product)}</span>`;
   const support = look.supportUri
     ? `<footer><a href="${escapeHtml(look.supportUri)}" rel="noopener">${t.html("page.support")}</a></footer>`
