@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createRequire } from "node:module";
@@ -5,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createE2ETenant, type E2EStack, startE2EStack } from "./support";
+import { createE2ETenant, type E2EStack, startE2EStack } from "./support.js";
 
 /**
  * The pages in a real browser (issue 26): Debian's Chromium driven by playwright-core through the
