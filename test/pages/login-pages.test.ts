@@ -175,6 +175,8 @@ describe("the code page", () => {
     const earlyPage = await early.text();
     expect(earlyPage).toContain("Check your email");
     expect(earlyPage).toMatch(/A code was just sent\. You can ask for a new one in 4\d seconds\./);
+    // The countdown runs to the same time.
+    expect(earlyPage).toMatch(/datetime="PT4\dS"/);
   });
 
   it("a resend after the interval says a new code is on its way; the locked address says when to try again", async () => {

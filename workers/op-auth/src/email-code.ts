@@ -91,6 +91,8 @@ function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, po
         message,
         status: err.status,
         headers: { ...NO_STORE, ...(retry ? { "Retry-After": String(retry) } : {}) },
+        // A new code asked for too soon: the countdown runs to when the store will take one.
+        ...(err.code === "slow_down" && retry ? { resendAt: Date.now() + retry * 1000 } : {}),
       };
       const email = normalizeEmail(post.body.email);
       const onCodePage = step === "verify" || post.body.resend === "1";
