@@ -153,6 +153,22 @@ async function latestCode(issuer: string, email: string): Promise<string> {
   return messages[0]?.code as string;
 }
 
+/** The authorization request of a tenant's client, as its relying party would send the browser. */
+function authorizationUrl(tenant: { issuer: string; clientId: string }, state: string): string {
+  const url = new URL(`${tenant.issuer}/authorize`);
+  for (const [k, v] of Object.entries({
+    response_type: "code",
+    client_id: tenant.clientId,
+    redirect_uri: `${assetOrigin}/callback`,
+    scope: "openid email",
+    state,
+    code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+    code_challenge_method: "S256",
+  }))
+    url.searchParams.set(k, v);
+  return url.toString();
+}
+
 const LANGUAGES = [
   {
     lang: "en",
@@ -215,6 +231,30 @@ describe("the pages in Chromium", () => {
     }
   }, 60_000);
 
+  it("signs in with JavaScript turned off: the forms alone do it", async () => {
+    const tenant = await brandedTenant("pages-nojs");
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const { page, cspErrors } = await openPage(context);
+    try {
+      await page.goto(authorizationUrl(tenant, "st-nojs"));
+      const email = `nojs.${Date.now()}@example.com`;
+      await page.fill("#email", email);
+      await page.click("button[type=submit]");
+      await page.waitForSelector("#code");
+      // Without the script the button is not held back; the text still says when it will work.
+      expect(await page.locator("#resend").isDisabled()).toBe(false);
+      await page.fill("#code", await latestCode(tenant.issuer, email));
+      await Promise.all([
+        page.waitForURL((u) => u.origin === assetOrigin),
+        page.click("form[action$='/email-code/verify'] button"),
+      ]);
+      expect(new URL(page.url()).searchParams.get("state")).toBe("st-nojs");
+      expect(cspErrors).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+
   for (const L of LANGUAGES) {
     it(`${L.lang}: sign in with a wrong code, a resend, another address and a pasted code; connect a device; sign out`, async () => {
       const tenant = await brandedTenant(`pages-${L.lang}`);
@@ -223,19 +263,7 @@ describe("the pages in Chromium", () => {
       const name = (step: string) => `${L.lang}-${step}`;
       try {
         // 1. The authorization request: the address page, branded, in the browser's language.
-        const challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
-        const authorize = new URL(`${tenant.issuer}/authorize`);
-        for (const [k, v] of Object.entries({
-          response_type: "code",
-          client_id: tenant.clientId,
-          redirect_uri: `${assetOrigin}/callback`,
-          scope: "openid email",
-          state: "st-browser",
-          code_challenge: challenge,
-          code_challenge_method: "S256",
-        }))
-          authorize.searchParams.set(k, v);
-        await page.goto(authorize.toString());
+        await page.goto(authorizationUrl(tenant, "st-browser"));
         expect(await page.locator("html").getAttribute("lang")).toBe(L.lang);
         expect(await page.locator("html").getAttribute("dir")).toBe(L.dir);
         expect(await page.locator("h1").textContent()).toBe(L.heading);
