@@ -63,6 +63,9 @@ export class AuditOutbox {
       );
   }
 
+  /** Events written to D1 since this object started: each is a D1 row that retention deletes later. */
+  flushed = 0;
+
   /** Events waiting for the next flush. */
   count(): number {
     return this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${this.table}`).one().n;
@@ -84,6 +87,7 @@ export class AuditOutbox {
     // Before the rows go: what is handed over (the webhook queues) is handed over at least once.
     if (handOff) await handOff(rows.map(eventOf));
     this.sql.exec(`DELETE FROM ${this.table} WHERE seq <= ?`, rows.at(-1)?.seq as number);
+    this.flushed += rows.length;
     return rows.length < AUDIT_BATCH ? 0 : this.count();
   }
 }

@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { type D1Meter, meteredD1, newD1Meter } from "../workers/shared/d1-meter";
 import { errorField, log } from "../workers/shared/log";
 import { handOffToWebhooks, type WebhookHandOffEnv } from "../workers/shared/webhooks/handoff";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
@@ -29,9 +30,15 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   private served = 0;
   private readonly startedAt = Date.now();
   private readonly rows = new RowsWritten();
+  /** What this object's D1 binding did (the audit flush, a webhook queue's endpoint reads): billed as D1. */
+  private readonly d1: D1Meter = newD1Meter();
+  /** `setAlarm` calls (each a row written) and alarm runs (each a billed request) since it started. */
+  private alarmsSet = 0;
+  private alarmRuns = 0;
 
   constructor(ctx: DurableObjectState, env: E) {
     super(ctx, env);
+    this.env = { ...env, DB: meteredD1(env.DB, this.d1) };
     const tracked = this.rows.track(ctx.storage.sql);
     // The schema is made when the object is first used, not at start-up: an object woken only for its
     // counters (`stats()`, which every shard of a large generation answers) creates no storage and
@@ -106,6 +113,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     // At least a second ahead, so a burst of writes arms the alarm once.
     const at = Math.max(expiresAt, Date.now() + 1_000);
     this.alarmAt = at;
+    this.alarmsSet++;
     await this.ctx.storage.setAlarm(at);
   }
 
@@ -127,6 +135,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     const now = Date.now();
     if (this.alarmAt !== null && this.alarmAt <= now) return;
     this.alarmAt = now;
+    this.alarmsSet++;
     await this.ctx.storage.setAlarm(now);
   }
 
@@ -141,10 +150,40 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
    * object is evicted.
    */
   stats(): ShardStats {
-    return { served: this.served, rows_written: this.rows.total(), since: this.startedAt };
+    return {
+      served: this.served,
+      rows_written: this.rows.total(),
+      rows_read: this.rows.read(),
+      alarms_set: this.alarmsSet,
+      alarm_runs: this.alarmRuns,
+      d1_queries: this.d1.queries,
+      d1_rows_read: this.d1.rows_read,
+      d1_rows_written: this.d1.rows_written,
+      d1_size_bytes: this.d1.size_bytes,
+      pending_deletes: this.#pendingDeletes(),
+      audit_events_flushed: this.audit.flushed,
+      storage_bytes: this.ctx.storage.sql.databaseSize,
+      since: this.startedAt,
+    };
+  }
+
+  /**
+   * Rows stored now that a sweep or a flush will delete later, one billed row each (issue 28): a
+   * login's later cost, counted when it is made. Read untracked, and only from tables that exist (a
+   * shard woken for its counters creates nothing).
+   */
+  #pendingDeletes(): number {
+    const raw = this.ctx.storage.sql;
+    let n = 0;
+    for (const table of [...this.expiringTables(), this.outboxTable()]) {
+      const exists = raw.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", table).toArray().length;
+      if (exists) n += raw.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n;
+    }
+    return n;
   }
 
   override async alarm(): Promise<void> {
+    this.alarmRuns++;
     this.schemaReady();
     const now = Date.now();
     this.alarmAt = null;
@@ -205,7 +244,19 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
 
 export interface ShardStats {
   served: number;
+  /** Rows written and read as SQLite counts them for billing (an index entry a write adds is a row). */
   rows_written: number;
+  rows_read: number;
+  alarms_set: number;
+  alarm_runs: number;
+  d1_queries: number;
+  d1_rows_read: number;
+  d1_rows_written: number;
+  d1_size_bytes: number;
+  pending_deletes: number;
+  /** Audit events this shard wrote to D1: rows D1's retention deletes later. */
+  audit_events_flushed: number;
+  storage_bytes: number;
   since: number;
 }
 
@@ -216,6 +267,7 @@ export interface ShardStats {
  */
 export class RowsWritten {
   #sum = 0;
+  #read = 0;
   #open: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
 
   track(sql: SqlStorage): SqlStorage {
@@ -238,8 +290,17 @@ export class RowsWritten {
     return this.#sum;
   }
 
+  /** Rows read, as billed (a statement's `rowsRead` once it has run). */
+  read(): number {
+    this.#fold();
+    return this.#read;
+  }
+
   #fold(): void {
-    for (const cursor of this.#open) this.#sum += cursor.rowsWritten;
+    for (const cursor of this.#open) {
+      this.#sum += cursor.rowsWritten;
+      this.#read += cursor.rowsRead;
+    }
     this.#open = [];
   }
 }

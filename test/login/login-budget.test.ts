@@ -259,6 +259,46 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     }
   });
 
+  it("counts what Cloudflare bills (issue 28): requests, calls, rows written and read, later deletes, alarms, D1 rows", async () => {
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    const email = uniqueEmail("billing");
+    const at = pinClock();
+    await fullLogin(client, email, { env: e });
+    at(11_000);
+    const read = async () =>
+      (await (await admin("/stats", {}, e)).json()) as {
+        billing: Record<string, number>;
+        totals: { durable_object_calls: number; rows_written: number; d1_queries: number };
+      };
+    const before = await read();
+    await fullLogin(client, email, { env: e });
+    const after = await read();
+    const delta = (k: string) => (after.billing[k] ?? Number.NaN) - (before.billing[k] ?? Number.NaN);
+    // The five steps, the mailbox read and the second stats call are the requests the Workers served.
+    expect(delta("worker_requests")).toBe(7);
+    // Every store call is a billed request (alarm runs too), and every row written is billed, plus one per alarm set.
+    const calls = after.totals.durable_object_calls - before.totals.durable_object_calls;
+    expect(calls).toBeGreaterThanOrEqual(6);
+    expect(delta("durable_object_requests")).toBe(calls + delta("durable_object_alarm_runs"));
+    const rows = after.totals.rows_written - before.totals.rows_written;
+    expect(rows).toBeGreaterThan(0);
+    expect(delta("durable_object_rows_written")).toBe(rows + delta("durable_object_alarms_set"));
+    expect(delta("durable_object_rows_read")).toBeGreaterThan(0);
+    // The session, the spent code and the refresh family are rows a sweep deletes later.
+    expect(delta("durable_object_pending_deletes")).toBeGreaterThanOrEqual(3);
+    // A returning user's login reads no D1 from the Workers (the stores' audit flushes may, at any time).
+    expect(after.totals.d1_queries - before.totals.d1_queries).toBe(0);
+    for (const k of [
+      "d1_rows_written",
+      "d1_rows_read",
+      "d1_pending_deletes",
+      "durable_object_storage_bytes",
+      "d1_size_bytes",
+    ])
+      expect(after.billing[k], k).toBeTypeOf("number");
+  });
+
   it("lists every shard of every store and of the write-behind objects", async () => {
     const { stores, totals } = await stats();
     expect(Object.keys(stores).sort()).toEqual([

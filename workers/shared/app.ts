@@ -5,7 +5,7 @@ import { type Config, ConfigError, loadConfig } from "./config";
 import type { Env } from "./env";
 import { errorResponse, OAuthError } from "./errors";
 import { percentDecodesCleanly, watchBody } from "./http";
-import { countingEnv, mountIsolateRoutes } from "./isolate";
+import { countingEnv, isolateCounters, mountIsolateRoutes } from "./isolate";
 import { withLiveShards } from "./live-shards";
 import { formatTrace, inRequest, log, requestIdOf, setPathBase, traceStoreCalls } from "./log";
 import { adminTenantRouteOf, regionFor, requestGeo, type TenantRoute, tenantRouteOf } from "./router";
@@ -58,6 +58,8 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
   });
   // Every response, errors included, names its request; every log line inside it carries the same id.
   app.use(async (c, next) => {
+    // Workers bill every request; op-mgmt's internal asks over the service bindings are not requests.
+    if (!c.req.path.startsWith("/__keyway/")) isolateCounters.requests++;
     const requestId = requestIdOf(c.req.raw);
     const scope: Parameters<typeof inRequest>[0] = { requestId };
     await inRequest(scope, next);

@@ -2,6 +2,7 @@ import type { Hono } from "hono";
 import { requireAdmin } from "./admin-auth";
 import type { AppEnv } from "./app";
 import { forgetClient } from "./clients";
+import { meteredD1, newD1Meter } from "./d1-meter";
 import type { Env } from "./env";
 import { json, NO_STORE } from "./http";
 import { forgetKeyRing } from "./keys";
@@ -14,31 +15,22 @@ import { forgetTenant } from "./tenants";
  * op-mgmt's service binding reaches one isolate of each, so the count is a sample and a forgotten
  * client is forgotten there, the rest holding it for at most `client_cache_seconds`.
  */
-export const isolateCounters = { d1_queries: 0 };
+export const isolateCounters = {
+  /** Requests this isolate served (Workers bill each), but op-mgmt's internal `/__keyway` asks. */
+  requests: 0,
+  ...newD1Meter(),
+  get d1_queries(): number {
+    return this.queries;
+  },
+};
 
 const counted = new WeakMap<object, Env>();
 
-/**
- * The env with its D1 binding counting statements: one per `prepare` (a batch of n statements is n)
- * and per `exec`. The real binding does the work; only the count is added.
- */
+/** The env with its D1 binding metered (d1-meter.ts): statements, rows read and rows written. */
 export function countingEnv(env: Env): Env {
   const hit = counted.get(env);
   if (hit) return hit;
-  const db = env.DB;
-  const wrapped = new Proxy(db, {
-    get(target, prop) {
-      const value = Reflect.get(target, prop, target);
-      if (typeof value !== "function") return value;
-      if (prop === "prepare" || prop === "exec")
-        return (...args: unknown[]) => {
-          isolateCounters.d1_queries++;
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      return (value as (...a: unknown[]) => unknown).bind(target);
-    },
-  });
-  const out = { ...env, DB: wrapped } as Env;
+  const out = { ...env, DB: meteredD1(env.DB, isolateCounters) } as Env;
   counted.set(env, out);
   return out;
 }
@@ -46,7 +38,19 @@ export function countingEnv(env: Env): Env {
 /** The internal paths every Keyway Worker answers, for op-mgmt only (the admin token is required). */
 export function mountIsolateRoutes(app: Hono<AppEnv>): void {
   app.use("/__keyway/*", requireAdmin);
-  app.get("/__keyway/counters", () => json(isolateCounters, 200, NO_STORE));
+  app.get("/__keyway/counters", () =>
+    json(
+      {
+        requests: isolateCounters.requests,
+        d1_queries: isolateCounters.queries,
+        d1_rows_read: isolateCounters.rows_read,
+        d1_rows_written: isolateCounters.rows_written,
+        d1_size_bytes: isolateCounters.size_bytes,
+      },
+      200,
+      NO_STORE,
+    ),
+  );
   app.post("/__keyway/forget-client/:id", (c) => {
     forgetClient(c.req.param("id") ?? "");
     return new Response(null, { status: 204 });

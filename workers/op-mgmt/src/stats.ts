@@ -7,10 +7,46 @@ import { askPeers, isolateCounters } from "../../shared/isolate";
 import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/router";
 import { shard } from "../../shared/stores";
 
+/** A shard's counters since it started (ShardStore.stats). */
 interface ShardStats {
   served: number;
   rows_written: number;
+  rows_read: number;
+  alarms_set: number;
+  alarm_runs: number;
+  d1_queries: number;
+  d1_rows_read: number;
+  d1_rows_written: number;
+  d1_size_bytes: number;
+  pending_deletes: number;
+  audit_events_flushed: number;
+  storage_bytes: number;
   since: number;
+}
+
+/** The counters a store's shards sum to, and the deployment's totals sum over stores. */
+const SUMMED = [
+  "rows_written",
+  "rows_read",
+  "alarms_set",
+  "alarm_runs",
+  "d1_queries",
+  "d1_rows_read",
+  "d1_rows_written",
+  "pending_deletes",
+  "audit_events_flushed",
+  "storage_bytes",
+] as const;
+type Summed = Record<(typeof SUMMED)[number], number>;
+const sumOf = <T extends Summed>(items: T[]): Summed =>
+  Object.fromEntries(SUMMED.map((k) => [k, items.reduce((a, x) => a + (x[k] ?? 0), 0)])) as Summed;
+
+interface IsolateCounters {
+  requests: number;
+  d1_queries: number;
+  d1_rows_read: number;
+  d1_rows_written: number;
+  d1_size_bytes: number;
 }
 
 /** Every sharded Durable Object a login can touch: the five stores and the two write-behind objects. */
@@ -51,7 +87,7 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
           store,
           {
             total,
-            rows_written: rows.reduce((a, r) => a + r.rows_written, 0),
+            ...sumOf(rows),
             // Busiest shard of the current generations over the mean: 1.0 is a perfect spread.
             imbalance: total ? Math.max(...current) / (current.reduce((a, b) => a + b, 0) / current.length || 1) : null,
             shards: rows.map((r) => ({ ...r, since: new Date(r.since).toISOString() })),
@@ -63,10 +99,19 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
     // Webhook messages by status in every queue, and attempts since each queue started (issue 25).
     Promise.all(allShards(config, "webhook").map((ref) => shard(c.env, "webhook", ref).webhookCounts())),
   ]);
-  const d1FromPeers = peers.reduce<number>(
-    (sum, p) => sum + ((p as { d1_queries?: number } | null)?.d1_queries ?? 0),
-    0,
-  );
+  // This isolate's counters and those of op-auth's and op-token's isolates it reaches.
+  const isolates: IsolateCounters[] = [
+    {
+      requests: isolateCounters.requests,
+      d1_queries: isolateCounters.queries,
+      d1_rows_read: isolateCounters.rows_read,
+      d1_rows_written: isolateCounters.rows_written,
+      d1_size_bytes: isolateCounters.size_bytes,
+    },
+    ...peers.filter((p): p is IsolateCounters => p !== null && typeof p === "object"),
+  ];
+  const workers = (k: keyof IsolateCounters) => isolates.reduce((a, p) => a + (p[k] ?? 0), 0);
+  const objects = sumOf(stores.map(([, s]) => s));
   return json(
     {
       stores: Object.fromEntries(stores),
@@ -79,8 +124,30 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
       ),
       totals: {
         durable_object_calls: stores.reduce((a, [, s]) => a + s.total, 0),
-        rows_written: stores.reduce((a, [, s]) => a + s.rows_written, 0),
-        d1_queries: isolateCounters.d1_queries + d1FromPeers,
+        rows_written: objects.rows_written,
+        // The Workers' D1 statements (a login's budget is none once its client and user are known).
+        d1_queries: workers("d1_queries"),
+      },
+      // Everything Cloudflare bills, for `npm run cost` and an operator's own sums (issue 28, docs/cost.md).
+      billing: {
+        worker_requests: workers("requests"),
+        durable_object_requests: stores.reduce((a, [, s]) => a + s.total, 0) + objects.alarm_runs,
+        durable_object_rows_written: objects.rows_written + objects.alarms_set,
+        durable_object_rows_read: objects.rows_read,
+        durable_object_alarms_set: objects.alarms_set,
+        durable_object_alarm_runs: objects.alarm_runs,
+        durable_object_pending_deletes: objects.pending_deletes,
+        durable_object_storage_bytes: objects.storage_bytes,
+        d1_queries: workers("d1_queries") + objects.d1_queries,
+        d1_rows_written: workers("d1_rows_written") + objects.d1_rows_written,
+        d1_rows_read: workers("d1_rows_read") + objects.d1_rows_read,
+        // Each audit row is deleted once by retention (op-mgmt's cron): a login's later D1 writes.
+        d1_pending_deletes: objects.audit_events_flushed,
+        // The largest size a statement reported last: D1's size, as of the latest write anyone saw.
+        d1_size_bytes: Math.max(
+          ...isolates.map((p) => p.d1_size_bytes ?? 0),
+          ...stores.flatMap(([, s]) => s.shards.map((x) => x.d1_size_bytes ?? 0)),
+        ),
       },
     },
     200,

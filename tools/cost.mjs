@@ -1,0 +1,291 @@
+#!/usr/bin/env node
+// `npm run cost` (issue 28 item 1): what Cloudflare bills for a returning user's login, by line, from
+// counters measured over a run. It starts the `npm start` stack with a real mail transport (the `http`
+// transport, Resend's API, against a receiver this script starts), signs LOGINS users in once to make
+// them returning users, waits out the resend interval, then signs them in again and reads
+// `GET /admin/v1/stats` before and after that second pass (its `billing` block). It prices each
+// counter per login with the table in docs/cost.md (the one place prices are kept, with their sources
+// and the date each was read), and prints the cost per million logins by line.
+//
+// Rows written later (expiry sweeps, the audit outbox's flushes, D1 retention) are counted when the
+// login makes them: a shard reports the rows a sweep or a flush will delete (`pending_deletes`), and
+// every audit event written to D1 is one row retention deletes.
+//
+// Local-only figures are kept apart (issue 28 item 4): CPU here is the whole local workerd process
+// (the Workers, every Durable Object, the local D1 and the dev gateway on one thread), so it is an upper
+// bound on the Workers CPU production bills, reported as its own line and not in the total.
+//
+//   LOGINS=300 CONCURRENCY=8 npm run cost     (writes docs/benchmarks/<date>-cost.md unless OUT=-)
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { join } from "node:path";
+import { REPO, raisedPolicy, startLoadStack } from "./lib/k6-stack.mjs";
+import { CLK_TCK, cpuTicks, workerdPids } from "./lib/proc.mjs";
+
+const LOGINS = Number(process.env.LOGINS || 300);
+const CONCURRENCY = Number(process.env.CONCURRENCY || 8);
+const RESEND_INTERVAL_S = 10;
+
+// ---- Prices: the marked table of docs/cost.md.
+const COST_DOC = join(REPO, "docs", "cost.md");
+const priceTable = /<!-- prices -->([\s\S]*?)<!-- \/prices -->/.exec(readFileSync(COST_DOC, "utf8"))?.[1];
+if (!priceTable) throw new Error("docs/cost.md has no <!-- prices --> table");
+/** @type {Map<string, { item: string, per: number, price: number, source: string, read: string }>} */
+const prices = new Map();
+for (const line of priceTable.split("\n")) {
+  const cells = line.split("|").map((c) => c.trim());
+  if (cells.length < 7 || !/^`[a-z0-9_]+`$/.test(cells[1] ?? "")) continue;
+  const [, key, item, per, price, source, read] = cells;
+  prices.set(key.slice(1, -1), {
+    item,
+    per: Number(per.replace(/,/g, "")),
+    price: Number(price.replace("$", "")),
+    source,
+    read,
+  });
+}
+const price = (key) => {
+  const p = prices.get(key);
+  if (!p) throw new Error(`docs/cost.md has no price for ${key}`);
+  return p;
+};
+
+// ---- The mail provider: Resend's POST /emails, as the http transport calls it.
+/** @type {Map<string, string>} */
+const codes = new Map();
+let mails = 0;
+const receiver = createServer((req, res) => {
+  const chunks = [];
+  req.on("data", (c) => chunks.push(c));
+  req.on("end", () => {
+    const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    mails++;
+    const code = /^(\d{6})\b/.exec(body.subject ?? "")?.[1];
+    if (code) codes.set(body.to[0], code);
+    res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ id: `cost-${mails}` }));
+  });
+});
+await new Promise((r) => receiver.listen(0, "127.0.0.1", r));
+
+const stack = await startLoadStack({
+  policy: { ...raisedPolicy(), resend_interval_seconds: RESEND_INTERVAL_S },
+  vars: {
+    MAIL_TRANSPORT: "http",
+    MAIL_HTTP_URL: `http://127.0.0.1:${receiver.address().port}/emails`,
+    MAIL_API_KEY: "re_local_cost_run",
+  },
+});
+const admin = async (path, init = {}) => {
+  const res = await fetch(`${stack.url}/admin/v1${path}`, {
+    ...init,
+    headers: { Authorization: `Bearer ${stack.adminToken}`, "Content-Type": "application/json" },
+  });
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+  return res.json();
+};
+
+const client = await admin("/clients", {
+  method: "POST",
+  body: JSON.stringify({
+    client_name: "cost run",
+    redirect_uris: ["https://rp.cost.example/callback"],
+    token_endpoint_auth_method: "none",
+  }),
+});
+
+const b64url = (buf) => Buffer.from(buf).toString("base64url");
+async function pkce() {
+  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
+  return { verifier, challenge: b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))) };
+}
+
+/** The five steps of CONTRACT §2, with a cookie jar; the code read from the mail provider. */
+async function login(email) {
+  const jar = new Map();
+  const go = async (url, init = {}) => {
+    const headers = new Headers(init.headers);
+    if (jar.size) headers.set("Cookie", [...jar].map(([k, v]) => `${k}=${v}`).join("; "));
+    const res = await fetch(url, { ...init, headers, redirect: "manual" });
+    for (const line of res.headers.getSetCookie()) {
+      const [pair] = line.split(";");
+      const eq = pair.indexOf("=");
+      jar.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
+    }
+    return res;
+  };
+  const post = (path, body) =>
+    go(`${stack.url}${path}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(body),
+    });
+  const { verifier, challenge } = await pkce();
+  const q = new URLSearchParams({
+    response_type: "code",
+    client_id: client.client_id,
+    redirect_uri: client.redirect_uris[0],
+    scope: "openid email offline_access",
+    state: "s",
+    code_challenge: challenge,
+    code_challenge_method: "S256",
+  });
+  const init = await go(`${stack.url}/authorize?${q}`, { headers: { Accept: "application/json" } });
+  if (init.status !== 200) throw new Error(`authorize ${init.status}`);
+  const { tx } = await init.json();
+  codes.delete(email);
+  const gen = await post("/email-code/generate", { tx, email });
+  if (gen.status !== 200) throw new Error(`generate ${gen.status} ${await gen.text()}`);
+  let code = codes.get(email);
+  for (let i = 0; i < 200 && !code; i++) {
+    await new Promise((r) => setTimeout(r, 25));
+    code = codes.get(email);
+  }
+  if (!code) throw new Error(`no mail for ${email}`);
+  const ver = await post("/email-code/verify", { tx, email, code });
+  if (ver.status !== 200) throw new Error(`verify ${ver.status}`);
+  const back = await go((await ver.json()).redirect_to);
+  const authCode = new URL(back.headers.get("location")).searchParams.get("code");
+  const token = await fetch(`${stack.url}/token`, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({
+      grant_type: "authorization_code",
+      code: authCode,
+      redirect_uri: client.redirect_uris[0],
+      code_verifier: verifier,
+      client_id: client.client_id,
+    }),
+  });
+  if (token.status !== 200) throw new Error(`token ${token.status}`);
+}
+
+async function pass(users) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < users.length) await login(users[next++]);
+    }),
+  );
+}
+
+const users = Array.from({ length: LOGINS }, (_, i) => `cost-${i}-${Date.now().toString(36)}@example.com`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+try {
+  console.log(`first pass: ${LOGINS} users sign up`);
+  await pass(users);
+  // Past the resend interval, and every flush of the first pass done.
+  await sleep((RESEND_INTERVAL_S + 6) * 1000);
+  const pids = workerdPids();
+  const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
+  const before = (await admin("/stats")).billing;
+  const mailsBefore = mails;
+  const cpu0 = ticks();
+  const t0 = Date.now();
+  console.log(`second pass: ${LOGINS} returning users sign in (${CONCURRENCY} at a time)`);
+  await pass(users);
+  const seconds = (Date.now() - t0) / 1000;
+  const cpuMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
+  // The audit outboxes flush 5 s after their last event; the mail's code_sent events come after it.
+  await sleep(8_000);
+  const after = (await admin("/stats")).billing;
+  const per = (k) => (after[k] - before[k]) / LOGINS;
+  // The second stats call is itself a Worker request.
+  const m = {
+    worker_requests: (after.worker_requests - before.worker_requests - 1) / LOGINS,
+    durable_object_requests: per("durable_object_requests"),
+    durable_object_rows_written: per("durable_object_rows_written"),
+    durable_object_later_deletes: per("durable_object_pending_deletes"),
+    durable_object_rows_read: per("durable_object_rows_read"),
+    durable_object_alarms_set: per("durable_object_alarms_set"),
+    d1_rows_written: per("d1_rows_written"),
+    d1_later_deletes: per("d1_pending_deletes"),
+    d1_rows_read: per("d1_rows_read"),
+    d1_queries: per("d1_queries"),
+    durable_object_storage_bytes: per("durable_object_storage_bytes"),
+    d1_storage_bytes: per("d1_size_bytes"),
+    mails: (mails - mailsBefore) / LOGINS,
+    local_cpu_ms: cpuMs / LOGINS,
+  };
+
+  // ---- Cost per million logins, by line.
+  const line = (label, quantity, key, unitPerLogin) => {
+    const p = price(key);
+    return { label, quantity, unit: unitPerLogin, usd: ((quantity * 1e6) / p.per) * p.price, key };
+  };
+  const GB = 1e9;
+  const lines = [
+    line("Workers requests", m.worker_requests, "worker_requests", "requests"),
+    line(
+      "Durable Object requests (calls and alarm runs)",
+      m.durable_object_requests,
+      "durable_object_requests",
+      "requests",
+    ),
+    line(
+      "Durable Object rows written (alarms set included)",
+      m.durable_object_rows_written,
+      "durable_object_rows_written",
+      "rows",
+    ),
+    line(
+      "Durable Object rows deleted later (sweeps, outbox flushes)",
+      Math.max(0, m.durable_object_later_deletes),
+      "durable_object_rows_written",
+      "rows",
+    ),
+    line("Durable Object rows read", m.durable_object_rows_read, "durable_object_rows_read", "rows"),
+    line("D1 rows written", m.d1_rows_written, "d1_rows_written", "rows"),
+    line("D1 rows deleted later (audit retention)", m.d1_later_deletes, "d1_rows_written", "rows"),
+    line("D1 rows read", m.d1_rows_read, "d1_rows_read", "rows"),
+    line(
+      "Durable Object storage, a month (bytes a login leaves)",
+      Math.max(0, m.durable_object_storage_bytes) / GB,
+      "durable_object_storage_gb_month",
+      "GB-month",
+    ),
+    line(
+      "D1 storage, a month (bytes a login leaves)",
+      Math.max(0, m.d1_storage_bytes) / GB,
+      "d1_storage_gb_month",
+      "GB-month",
+    ),
+  ];
+  const total = lines.reduce((a, l) => a + l.usd, 0);
+  const mail = line("Mail (Cloudflare Email Sending)", m.mails, "email_sending", "messages");
+  const cpu = line("Workers CPU, upper bound (local whole-process CPU)", m.local_cpu_ms, "worker_cpu_ms", "CPU-ms");
+  const rowsWritten =
+    m.durable_object_rows_written +
+    Math.max(0, m.durable_object_later_deletes) +
+    m.d1_rows_written +
+    m.d1_later_deletes;
+
+  const fmt = (n, d = 2) => (Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(d));
+  const table = [
+    "| line | per login | unit | $ per million logins |",
+    "| --- | --- | --- | --- |",
+    ...lines.map(
+      (l) =>
+        `| ${l.label} | ${l.unit === "GB-month" ? `${fmt(l.quantity * GB, 0)} bytes` : fmt(l.quantity)} | ${l.unit === "GB-month" ? "GB-month" : l.unit} | ${l.usd.toFixed(2)} |`,
+    ),
+    `| **Total, Cloudflare charges (mail and CPU apart)** | | | **${total.toFixed(2)}** |`,
+    `| Mail, separately | ${fmt(mail.quantity)} | messages | ${mail.usd.toFixed(2)} |`,
+    `| Local only: ${cpu.label} | ${fmt(cpu.quantity)} | CPU-ms | ${cpu.usd.toFixed(2)} |`,
+  ].join("\n");
+  const git = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO, encoding: "utf8" }).trim();
+  const summary = `${LOGINS} returning users' logins in ${seconds.toFixed(1)} s (${(LOGINS / seconds).toFixed(1)}/s, ${CONCURRENCY} at a time), commit ${git}, ${new Date().toISOString()}.
+Billed rows written per login, later deletes included: ${rowsWritten.toFixed(2)} (Durable Objects ${m.durable_object_rows_written.toFixed(2)} + ${Math.max(0, m.durable_object_later_deletes).toFixed(2)} later, D1 ${m.d1_rows_written.toFixed(2)} + ${m.d1_later_deletes.toFixed(2)} later); Durable Object requests ${m.durable_object_requests.toFixed(2)} (alarms set ${m.durable_object_alarms_set.toFixed(2)}); D1 statements ${m.d1_queries.toFixed(2)}.`;
+  console.log(`\n${summary}\n\n${table}\n`);
+  if (process.env.OUT !== "-") {
+    const date = new Date().toISOString().slice(0, 10);
+    const out = process.env.OUT || join(REPO, "docs", "benchmarks", `${date}-cost.md`);
+    writeFileSync(
+      out,
+      `# What a login costs on Cloudflare's bill, measured (${date})\n\nMeasured by \`npm run cost\` (tools/cost.mjs) on the \`npm start\` stack with the \`http\` mail transport; priced by docs/cost.md.\n\n${summary}\n\n${table}\n`,
+    );
+    console.log(`wrote ${out}`);
+  }
+} finally {
+  await stack.dispose();
+  receiver.close();
+}
