@@ -178,7 +178,8 @@ try {
   await sleep((RESEND_INTERVAL_S + 6) * 1000);
   const pids = workerdPids();
   const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
-  const before = (await admin("/stats")).billing;
+  const beforeAll = await admin("/stats");
+  const before = beforeAll.billing;
   const mailsBefore = mails;
   const cpu0 = ticks();
   const t0 = Date.now();
@@ -188,7 +189,15 @@ try {
   const cpuMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
   // The audit outboxes flush 5 s after their last event; the mail's code_sent events come after it.
   await sleep(8_000);
-  const after = (await admin("/stats")).billing;
+  const afterAll = await admin("/stats");
+  const after = afterAll.billing;
+  // Where the Durable Object rows go: by store, written now and deleted later.
+  const byStore = Object.keys(afterAll.stores)
+    .map((store) => {
+      const d = (k) => ((afterAll.stores[store]?.[k] ?? 0) - (beforeAll.stores[store]?.[k] ?? 0)) / LOGINS;
+      return { store, calls: d("total"), rows: d("rows_written") + d("alarms_set"), later: d("pending_deletes") };
+    })
+    .filter((r) => r.calls || r.rows || r.later);
   const per = (k) => (after[k] - before[k]) / LOGINS;
   // The second stats call is itself a Worker request.
   const m = {
@@ -275,13 +284,18 @@ try {
   const git = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO, encoding: "utf8" }).trim();
   const summary = `${LOGINS} returning users' logins in ${seconds.toFixed(1)} s (${(LOGINS / seconds).toFixed(1)}/s, ${CONCURRENCY} at a time), commit ${git}, ${new Date().toISOString()}.
 Billed rows written per login, later deletes included: ${rowsWritten.toFixed(2)} (Durable Objects ${m.durable_object_rows_written.toFixed(2)} + ${Math.max(0, m.durable_object_later_deletes).toFixed(2)} later, D1 ${m.d1_rows_written.toFixed(2)} + ${m.d1_later_deletes.toFixed(2)} later); Durable Object requests ${m.durable_object_requests.toFixed(2)} (alarms set ${m.durable_object_alarms_set.toFixed(2)}); D1 statements ${m.d1_queries.toFixed(2)}.`;
-  console.log(`\n${summary}\n\n${table}\n`);
+  const stores = [
+    "| store | calls per login | rows written per login (alarms set included) | rows deleted later per login |",
+    "| --- | --- | --- | --- |",
+    ...byStore.map((r) => `| ${r.store} | ${r.calls.toFixed(2)} | ${r.rows.toFixed(2)} | ${r.later.toFixed(2)} |`),
+  ].join("\n");
+  console.log(`\n${summary}\n\n${table}\n\n${stores}\n`);
   if (process.env.OUT !== "-") {
     const date = new Date().toISOString().slice(0, 10);
     const out = process.env.OUT || join(REPO, "docs", "benchmarks", `${date}-cost.md`);
     writeFileSync(
       out,
-      `# What a login costs on Cloudflare's bill, measured (${date})\n\nMeasured by \`npm run cost\` (tools/cost.mjs) on the \`npm start\` stack with the \`http\` mail transport; priced by docs/cost.md.\n\n${summary}\n\n${table}\n`,
+      `# What a login costs on Cloudflare's bill, measured (${date})\n\nMeasured by \`npm run cost\` (tools/cost.mjs) on the \`npm start\` stack with the \`http\` mail transport; priced by docs/cost.md.\n\n${summary}\n\n${table}\n\nWhere the Durable Object rows go:\n\n${stores}\n`,
     );
     console.log(`wrote ${out}`);
   }

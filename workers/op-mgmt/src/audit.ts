@@ -39,6 +39,17 @@ function readCursor(value: string | undefined): { at: number; id: string } | nul
 const writeCursor = (row: Row) => base64url(new TextEncoder().encode(JSON.stringify({ at: row.at, id: row.id })));
 
 /**
+ * The page query. The table's key is (tenant, at, id) (schema/0013), which SQLite's planner, without
+ * statistics, prefers even for one user's events in a large tenant: a lookup by user or email names
+ * its index, so it reads that user's rows, already in order, and nothing else.
+ */
+export function auditListSql(where: string[], by: "user" | "email" | null): string {
+  const index = by ? ` INDEXED BY audit_events_by_${by}` : "";
+  return `SELECT id, at, kind, user_id, email_key, client_id, ip, detail FROM audit_events${index}
+     ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY at DESC, id DESC LIMIT ?`;
+}
+
+/**
  * `GET /admin/v1/audit?user=&email=&kind=&since=&until=&cursor=&limit=`: the audit trail, newest
  * first. `kind` takes one kind or several, comma-separated; `email` is matched by its HMAC (the trail
  * holds no address); `since` is inclusive and `until` exclusive. Events arrive within a few seconds
@@ -90,8 +101,7 @@ export async function listAudit(c: Context<AppEnv>): Promise<Response> {
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw bad(`limit must be 1 to ${MAX_LIMIT}`);
 
   const { results } = await c.env.DB.prepare(
-    `SELECT id, at, kind, user_id, email_key, client_id, ip, detail FROM audit_events
-     ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY at DESC, id DESC LIMIT ?`,
+    auditListSql(where, q.user !== undefined ? "user" : q.email !== undefined ? "email" : null),
   )
     .bind(...binds, limit + 1)
     .all<Row>();

@@ -1,15 +1,22 @@
 import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";
+import { DEFAULT_TENANT } from "../../shared/router";
 
 /** Rows one statement deletes: small enough to stay far inside D1's per-query time limit. */
 export const RETENTION_BATCH = 5_000;
 /** Batches one cron run may delete; what is left waits for the next run (hourly). */
 export const RETENTION_MAX_BATCHES = 100;
 
+/** Tenants whose first batch runs in one D1 batch call (one round trip, one transaction). */
+const TENANTS_PER_CALL = 100;
+
 /**
- * Deletes audit events older than `audit_retention_days`, oldest first, in batches, so the table does
- * not grow toward D1's database size limit. Each batch is one statement (one implicit transaction);
- * a run stops after RETENTION_MAX_BATCHES and reports that more is left.
+ * Deletes audit events older than `audit_retention_days`, oldest first, tenant by tenant, in batches,
+ * so the table does not grow toward D1's database size limit. The table is keyed by (tenant, at, id)
+ * (schema/0013, issue 28: no index on time is written per event), so each batch reads only the
+ * tenant's old rows. Every tenant's first batch goes in chunks of D1 batch calls; a tenant with more
+ * than a batch left goes on alone. A run stops after RETENTION_MAX_BATCHES full batches and reports
+ * that more is left; the next (hourly) run goes on.
  */
 export async function sweepAuditEvents(
   env: Env,
@@ -18,13 +25,30 @@ export async function sweepAuditEvents(
 ): Promise<{ deleted: number; more: boolean }> {
   const cutoff = now - config.POLICY.audit_retention_days * 86_400_000;
   const batch = env.DB.prepare(
-    "DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE at < ? ORDER BY at LIMIT ?)",
+    `DELETE FROM audit_events WHERE (tenant, at, id) IN
+       (SELECT tenant, at, id FROM audit_events WHERE tenant = ? AND at < ? ORDER BY at LIMIT ?)`,
   );
+  // Deleted tenants keep their trail until retention takes it, like everyone else's.
+  const { results } = await env.DB.prepare("SELECT id FROM tenants").all<{ id: string }>();
+  const tenants = [DEFAULT_TENANT, ...results.map((r) => r.id)];
   let deleted = 0;
-  for (let i = 0; i < RETENTION_MAX_BATCHES; i++) {
-    const { meta } = await batch.bind(cutoff, RETENTION_BATCH).run();
-    deleted += meta.changes;
-    if (meta.changes < RETENTION_BATCH) return { deleted, more: false };
+  let full = 0;
+  const fullTenants: string[] = [];
+  for (let i = 0; i < tenants.length; i += TENANTS_PER_CALL) {
+    const chunk = tenants.slice(i, i + TENANTS_PER_CALL);
+    const answers = await env.DB.batch(chunk.map((t) => batch.bind(t, cutoff, RETENTION_BATCH)));
+    answers.forEach((a, j) => {
+      deleted += a.meta.changes;
+      if (a.meta.changes >= RETENTION_BATCH) fullTenants.push(chunk[j] as string);
+    });
   }
-  return { deleted, more: true };
+  for (const tenant of fullTenants) {
+    for (;;) {
+      if (++full > RETENTION_MAX_BATCHES) return { deleted, more: true };
+      const { meta } = await batch.bind(tenant, cutoff, RETENTION_BATCH).run();
+      deleted += meta.changes;
+      if (meta.changes < RETENTION_BATCH) break;
+    }
+  }
+  return { deleted, more: false };
 }
