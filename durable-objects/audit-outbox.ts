@@ -29,7 +29,7 @@ export class AuditOutbox {
 
   schema(): string {
     return `CREATE TABLE IF NOT EXISTS ${this.table} (
-      seq INTEGER PRIMARY KEY AUTOINCREMENT,
+      seq INTEGER PRIMARY KEY,
       id TEXT NOT NULL,
       at INTEGER NOT NULL,
       kind TEXT NOT NULL,

@@ -189,8 +189,13 @@ export interface IssueChallenge {
   codeMac: string;
   now: number;
   policy: OtpPolicy;
-  /** Captured mail (dev transport, load-test addresses): kept with its `code_sent` event if the code is issued. */
-  captured?: { sealed: string; sent: AuditEvent };
+  /** Captured mail (dev transport, load-test addresses): kept with the code if it is issued. */
+  captured?: { sealed: string };
+  /**
+   * The `code_sent` event of a code that goes out (issue 28: kept in this transaction, not sent to an
+   * AuditBuffer after the mail); absent for an address that gets no mail.
+   */
+  sent?: AuditEvent;
 }
 
 export interface VerifyChallenge {

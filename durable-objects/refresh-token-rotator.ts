@@ -28,7 +28,7 @@ export class RefreshTokenRotator extends ShardStore {
         revoked INTEGER NOT NULL DEFAULT 0,
         expires_at INTEGER NOT NULL,
         rotations INTEGER NOT NULL DEFAULT 0,
-        rotations_reset_at INTEGER NOT NULL DEFAULT 0)`,
+        rotations_reset_at INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS families_exp ON families(expires_at)",
       `CREATE TABLE IF NOT EXISTS spent_tokens (
         token_hash TEXT PRIMARY KEY,

@@ -18,7 +18,7 @@ export class SessionStore extends ShardStore {
         email TEXT NOT NULL,
         auth_time INTEGER NOT NULL,
         expires_at INTEGER NOT NULL,
-        tx_hash TEXT)`,
+        tx_hash TEXT) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS sessions_exp ON sessions(expires_at)",
       // Login transactions lived in this table before they were sealed into `tx`; nothing reads it.
       "DROP TABLE IF EXISTS login_tx",

@@ -69,7 +69,8 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   }
 
   #makeSchema(sql: SqlStorage): void {
-    for (const statement of [...this.schema(), this.audit.schema()]) sql.exec(statement);
+    const statements = [...this.schema(), this.audit.schema()];
+    for (const statement of statements) sql.exec(statement);
     const upgrades = { ...this.upgrades() };
     upgrades[this.outboxTable()] = [...(upgrades[this.outboxTable()] ?? []), ...this.audit.upgrades()];
     for (const [table, alters] of Object.entries(upgrades)) {
@@ -81,10 +82,49 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
         if (column && !new RegExp(`\\b${column}\\b`).test(ddl)) sql.exec(alter);
       }
     }
+    // A table made before its layout changed is rebuilt, then its indexes are made again.
+    if (this.#rebuildOldLayouts(sql, statements)) for (const statement of statements) sql.exec(statement);
     for (const statement of this.indexes()) sql.exec(statement);
   }
 
-  /** `CREATE TABLE IF NOT EXISTS` statements; each expiring table has an indexed `expires_at`. */
+  /**
+   * Tables whose layout changed since they were made (issue 28: `WITHOUT ROWID`, so a row keyed by
+   * text is one billed row and not a row and an index entry; no `AUTOINCREMENT`, whose
+   * `sqlite_sequence` row every insert rewrote) are rebuilt in the layout `schema()` states: the rows
+   * copied, in one transaction, once, at the shard's first use after the upgrade. True when any was.
+   */
+  #rebuildOldLayouts(sql: SqlStorage, statements: string[]): boolean {
+    const layout = (ddl: string) => `${/WITHOUT ROWID/i.test(ddl)} ${/AUTOINCREMENT/i.test(ddl)}`;
+    let rebuilt = false;
+    for (const create of statements) {
+      const table = /^\s*CREATE TABLE IF NOT EXISTS (\w+)/i.exec(create)?.[1];
+      if (!table) continue;
+      const ddl =
+        sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table).toArray()[0]
+          ?.sql ?? "";
+      if (layout(ddl) === layout(create)) continue;
+      const next = `${table}__rebuilt`;
+      this.ctx.storage.transactionSync(() => {
+        sql.exec(`DROP TABLE IF EXISTS ${next}`);
+        sql.exec(create.replace(/CREATE TABLE IF NOT EXISTS \w+/i, `CREATE TABLE ${next}`));
+        const columns = sql
+          .exec<{ name: string }>(`SELECT name FROM pragma_table_info('${next}')`)
+          .toArray()
+          .map((c) => c.name)
+          .join(", ");
+        sql.exec(`INSERT INTO ${next} (${columns}) SELECT ${columns} FROM ${table}`);
+        sql.exec(`DROP TABLE ${table}`);
+        sql.exec(`ALTER TABLE ${next} RENAME TO ${table}`);
+      });
+      rebuilt = true;
+    }
+    return rebuilt;
+  }
+
+  /**
+   * `CREATE TABLE IF NOT EXISTS` statements. Each expiring table has an `expires_at`, indexed unless
+   * the table only holds minutes of rows (the sweep then reads it whole, and each write saves a row).
+   */
   protected abstract schema(): string[];
   /**
    * Columns added since a table was first created, by table: `ALTER TABLE t ADD COLUMN c ...`

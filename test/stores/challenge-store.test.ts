@@ -334,7 +334,7 @@ describe("ChallengeStore", () => {
 });
 
 describe("ChallengeStore: what else an address keeps in its shard", () => {
-  it("keeps captured mail and its code_sent event with the code, in the same write, and only when the code is issued", async () => {
+  it("keeps captured mail and the code_sent event with the code, in the same write, and only when the code is issued", async () => {
     const s = fresh();
     const ek = key();
     const sent = {
@@ -347,7 +347,7 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
       ip: null,
       detail: null,
     };
-    const captured = { sealed: "sealed-1", sent: sent as never };
+    const captured = { sealed: "sealed-1" };
     expect(
       (
         await s.issueChallenge({
@@ -358,13 +358,14 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
           now: T0,
           policy: P,
           captured,
+          sent: sent as never,
         })
       ).ok,
     ).toBe(true);
     expect(await s.capturedMail(ek, T0)).toEqual([{ sealed: "sealed-1", sent_at: T0 }]);
     expect(await s.auditBacklog()).toBe(1);
     // Refused (resend interval): neither the mail nor its event is kept.
-    const again = { sealed: "sealed-2", sent: { ...sent, id: `ev-${++n}` } as never };
+    const again = { sealed: "sealed-2" };
     expect(
       (
         await s.issueChallenge({
@@ -375,6 +376,7 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
           now: T0 + 1000,
           policy: P,
           captured: again,
+          sent: { ...sent, id: `ev-${++n}` } as never,
         })
       ).ok,
     ).toBe(false);

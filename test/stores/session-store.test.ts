@@ -101,4 +101,68 @@ describe("SessionStore", () => {
     expect(await start(upgraded, "tx-new", "sh-new", session())).toBe(true);
     expect(await start(upgraded, "tx-new", "sh-new-2", session())).toBe(false);
   });
+
+  it("rebuilds tables of an older layout once, keeping their rows: sessions WITHOUT ROWID, the audit outbox without AUTOINCREMENT (issue 28)", async () => {
+    const name = `test-session-layout-${Math.random()}`;
+    const old = env.SESSIONS.get(env.SESSIONS.idFromName(name));
+    await runInDurableObject(old, (_i, state) => {
+      const q = state.storage.sql;
+      q.exec("DROP TABLE IF EXISTS sessions");
+      q.exec("DROP TABLE IF EXISTS audit_outbox");
+      q.exec(`CREATE TABLE sessions (session_hash TEXT PRIMARY KEY, sid TEXT NOT NULL, sub TEXT NOT NULL,
+        email TEXT NOT NULL, auth_time INTEGER NOT NULL, expires_at INTEGER NOT NULL, tx_hash TEXT)`);
+      q.exec("CREATE UNIQUE INDEX sessions_tx ON sessions(tx_hash)");
+      q.exec("INSERT INTO sessions VALUES ('sh-old', 'sid-old', 'usr_1', 'a@example.com', 1, ?, 'tx-old')", T0 + 1000);
+      q.exec(`CREATE TABLE audit_outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, at INTEGER NOT NULL,
+        kind TEXT NOT NULL, user_id TEXT, email_key TEXT, client_id TEXT, ip TEXT, detail TEXT, tenant TEXT)`);
+      q.exec("INSERT INTO audit_outbox (id, at, kind) VALUES ('ev-old', 1, 'sign_in')");
+    });
+    const rebuilt = env.SESSIONS.get(env.SESSIONS.idFromName(name));
+    const ddl = await runInDurableObject(rebuilt, (instance, state) => {
+      const fresh = new (instance.constructor as new (ctx: DurableObjectState, env: unknown) => unknown)(
+        (instance as unknown as { ctx: DurableObjectState }).ctx,
+        env,
+      ) as { schemaReady(): void };
+      fresh.schemaReady();
+      return Object.fromEntries(
+        state.storage.sql
+          .exec<{ name: string; sql: string }>(
+            "SELECT name, sql FROM sqlite_master WHERE name IN ('sessions', 'audit_outbox', 'sessions_tx')",
+          )
+          .toArray()
+          .map((r) => [r.name, r.sql]),
+      );
+    });
+    expect(ddl.sessions).toMatch(/WITHOUT ROWID/);
+    expect(ddl.audit_outbox).not.toMatch(/AUTOINCREMENT/);
+    // Its indexes are made again; its rows are there; the transaction it spent stays spent.
+    expect(ddl.sessions_tx).toMatch(/UNIQUE INDEX/);
+    expect((await rebuilt.session("sh-old", T0))?.sid).toBe("sid-old");
+    expect(await start(rebuilt, "tx-old", "sh-replay", session())).toBe(false);
+    expect(await rebuilt.auditBacklog()).toBe(1);
+
+    // A session with its sign_in event: 3 rows for the session (its key, expiry and transaction
+    // entries) and 1 for the event; it was 6 (a rowid and a key entry, and sqlite_sequence).
+    const before = (await rebuilt.stats()).rows_written;
+    const signIn = {
+      id: "ev-new",
+      at: T0,
+      kind: "sign_in",
+      user_id: "usr_1",
+      email_key: null,
+      client_id: null,
+      ip: null,
+      detail: null,
+    };
+    expect(
+      await rebuilt.startSession({
+        txHash: "tx-new",
+        sessionHash: "sh-new",
+        session: session(),
+        now: T0,
+        signIn: signIn as never,
+      }),
+    ).toBe(true);
+    expect((await rebuilt.stats()).rows_written - before).toBe(4);
+  });
 });

@@ -188,20 +188,20 @@ export const generateCode = loginPost("generate", async (c, post) => {
   const ui = txPageUi(c, post.tx.ui);
   const message = otpMessage(config, email, code, now, mailLookOf(ui.look, ui.t.locale));
   const captured =
-    deliver && isCaptured(config, email)
-      ? {
-          sealed: await sealCapturedMail(config, message),
-          sent: auditEvent(
-            {
-              kind: "code_sent",
-              emailKey,
-              tenant: config.TENANT,
-              detail: { transport: config.MAIL_TRANSPORT, attempt: 1 },
-            },
-            ip,
-          ),
-        }
-      : undefined;
+    deliver && isCaptured(config, email) ? { sealed: await sealCapturedMail(config, message) } : undefined;
+  // Recorded with the code, in the same call (issue 28): the code is issued and handed to the
+  // transport. A first attempt that fails adds `mail_failed`; a retry that succeeds, `code_sent` again.
+  const sent = deliver
+    ? auditEvent(
+        {
+          kind: "code_sent",
+          emailKey,
+          tenant: config.TENANT,
+          detail: { transport: config.MAIL_TRANSPORT, attempt: 1 },
+        },
+        ip,
+      )
+    : undefined;
   const issued = await challengeShard(c, post, emailKey).issueChallenge({
     emailKey,
     sourceKey: await sourceKeyOf(c),
@@ -210,6 +210,7 @@ export const generateCode = loginPost("generate", async (c, post) => {
     now,
     policy: otpPolicy(config),
     ...(captured ? { captured } : {}),
+    ...(sent ? { sent } : {}),
   });
   if (!issued.ok)
     throw new OAuthError(issued.error, "too many codes requested for this address", {

@@ -30,8 +30,9 @@ export function otpMessage(config: Config, to: string, code: string, now: number
  * Sends a one-time code through a real transport, after the response (`waitUntil`): one attempt here,
  * bounded by `mail_timeout_seconds`; if it fails and attempts remain, the message goes to the email's
  * MailOutbox shard, sealed under MAIL_OUTBOX_SECRET, and its alarm retries with backoff. The code is
- * never regenerated; each outcome is an audit event. Never throws. (Captured mail never comes here:
- * the ChallengeStore keeps it with the code, see captured.ts.)
+ * never regenerated. The `code_sent` event was kept with the code; a failure is a `mail_failed` event,
+ * and a retry that succeeds a `code_sent` with its attempt. Never throws. (Captured mail never comes
+ * here: the ChallengeStore keeps it with the code, see captured.ts.)
  */
 export async function deliverOtp(
   env: Env,
@@ -41,7 +42,7 @@ export async function deliverOtp(
   const { message } = m;
   const id = randomToken(16);
   const auditShard = auditShardName(config, m.region, m.emailKey);
-  const event = (kind: "code_sent" | "mail_failed", detail: Record<string, unknown>) =>
+  const event = (kind: "mail_failed", detail: Record<string, unknown>) =>
     auditEvent(
       { kind, emailKey: m.emailKey, tenant: config.TENANT, detail: { transport: config.MAIL_TRANSPORT, ...detail } },
       m.ip ?? null,
@@ -54,10 +55,8 @@ export async function deliverOtp(
   } catch (err) {
     failure = new MailError(err instanceof Error ? err.message : String(err));
   }
-  if (!failure) {
-    await emitAudit(env, auditShard, [event("code_sent", { attempt: 1 })]);
-    return;
-  }
+  // Its `code_sent` event went with the code (ChallengeStore.issueChallenge): a success writes nothing more.
+  if (!failure) return;
   const nextAt = Date.now() + p.mail_retry_seconds * 1000;
   const retry = !failure.permanent && p.mail_attempts > 1 && nextAt < expiresAt;
   await emitAudit(env, auditShard, [event("mail_failed", { attempt: 1, error: failure.message, retry })]);
