@@ -246,6 +246,17 @@ export interface RedeemCode {
 
 export type RedeemResult = { status: "ok" } | { status: "reused"; grant_id: string; sid: string } | { status: "spent" };
 
+/**
+ * RevocationStore.redeemCodeForLogin (issue 28): the code's login is checked and the code spent in
+ * one call, in the shard the login's sid names. `grantId` is recorded only if the login still stands.
+ */
+export interface RedeemCodeForLogin extends RedeemCode {
+  login: LoginRef;
+}
+
+/** What the redemption did, and whether the login had ended (then the code is spent and issues nothing). */
+export type RedeemForLoginResult = RedeemResult & { ended: boolean };
+
 // ---- AuthCodeStore, device grants (RFC 8628): a device's request, waiting for a person's decision.
 
 /** Who approved a device: the login of the person who entered its user code. */

@@ -1,4 +1,4 @@
-import type { LoginRef } from "./contract";
+import type { LoginRef, RedeemCodeForLogin, RedeemForLoginResult } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -13,6 +13,14 @@ export class RevocationStore extends ShardStore {
     return [
       "CREATE TABLE IF NOT EXISTS revoked (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, at INTEGER)",
       "CREATE INDEX IF NOT EXISTS revoked_exp ON revoked(expires_at)",
+      // Authorization codes spent (issue 28: here, in their login's shard, so that the login's check
+      // and the spend are one call). Kept as long as the tokens a code yields live (minutes), so no
+      // expiry index: the sweep reads the table whole, and a redemption writes one row.
+      `CREATE TABLE IF NOT EXISTS spent_codes (
+        code_hash TEXT PRIMARY KEY,
+        grant_id TEXT,
+        sid TEXT NOT NULL,
+        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
     ];
   }
 
@@ -22,7 +30,43 @@ export class RevocationStore extends ShardStore {
   }
 
   protected expiringTables(): string[] {
-    return ["revoked"];
+    return ["revoked", "spent_codes"];
+  }
+
+  /**
+   * The authorization code grant's check and spend, atomically (RFC 6749 §4.1.2: a code is used once;
+   * OIDC: a code of a login that has ended issues nothing). The first presentation spends the code,
+   * recording its grant only if the login still stands, and writes its `token_issued` event; a later
+   * one gets `reused` with the grant to revoke, or `spent` when the first issued nothing.
+   */
+  async redeemCodeForLogin(a: RedeemCodeForLogin): Promise<RedeemForLoginResult> {
+    const result = this.ctx.storage.transactionSync((): RedeemForLoginResult => {
+      const ended = this.#ended(a.login);
+      const grantId = ended ? null : a.grantId;
+      const cur = this.sql.exec(
+        "INSERT INTO spent_codes (code_hash, grant_id, sid, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT(code_hash) DO NOTHING",
+        a.codeHash,
+        grantId,
+        a.sid,
+        a.keepUntil,
+      );
+      if (cur.rowsWritten > 0) {
+        if (grantId && a.issued) this.recordAudit([a.issued]);
+        return { status: "ok", ended };
+      }
+      const first = this.sql
+        .exec<{ grant_id: string | null; sid: string }>(
+          "SELECT grant_id, sid FROM spent_codes WHERE code_hash = ?",
+          a.codeHash,
+        )
+        .one();
+      return first.grant_id
+        ? { status: "reused", grant_id: first.grant_id, sid: first.sid, ended }
+        : { status: "spent", ended };
+    });
+    if (result.status === "ok")
+      await (a.grantId && a.issued && !result.ended ? this.auditFlushSoon() : this.expireAt(a.keepUntil));
+    return result;
   }
 
   /** Keys are `jti:<id>`, `grant:<id>` or `sid:<id>`. */
@@ -72,6 +116,11 @@ export class RevocationStore extends ShardStore {
 
   /** The login has ended: its session was logged out or revoked, or its user revoked or deleted since it began. */
   loginEnded(login: LoginRef): boolean {
+    return this.#ended(login);
+  }
+
+  // Not a verb: a verb calling another would count as two calls (countVerbCalls).
+  #ended(login: LoginRef): boolean {
     return (
       this.sql
         .exec(

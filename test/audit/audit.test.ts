@@ -13,6 +13,7 @@ import {
   registerClient,
   type Store,
   shardStub,
+  spentCodeShard,
   sql,
   stubForId,
   uniqueEmail,
@@ -107,7 +108,8 @@ describe("audit trail", () => {
     const { tokens, tx, code } = await fullLogin(client, uniqueEmail("outbox"));
     const sub = decodeJwt(tokens.id_token).sub as string;
     const sessionShard = stubForId("session", tx);
-    const codeShard = stubForId("code", code);
+    // Where the code was spent: its login's revocation shard (issue 28).
+    const codeShard = await spentCodeShard(code);
 
     // In the shards' outboxes, next to the session and the spent code; no AuditBuffer call, no D1 yet.
     const signIn = (await outbox(sessionShard)).filter((e) => e.user_id === sub);

@@ -14,6 +14,7 @@ import {
   sealedIdPart,
   setCookieOf,
   sha256,
+  spentCodeShard,
   sql,
   stubForId,
   type TestClient,
@@ -310,14 +311,14 @@ describe("AuthorizeCode (CONTRACT §2.4)", () => {
     // Neither the bare id nor the transaction itself opens as a verified login.
     await expectErrorPage(await login.browser.fetch(`/authorize?tx=${encodeURIComponent(sealedIdPart(login.tx))}`));
     await expectErrorPage(await login.browser.fetch(`/authorize?tx=${encodeURIComponent(login.tx)}`));
-    // The code carries its grant sealed; nothing is stored until it is redeemed, in the shard its id names.
+    // The code carries its grant sealed; nothing is stored until it is redeemed, in its login's shard.
     expect(login.code).not.toContain("n-456");
     expect(await openSealed<{ grant: unknown }>("code", login.code)).toMatchObject({
       grant: { client_id: client.client_id, redirect_uri: client.redirect_uris[0], nonce: "n-456" },
     });
     const codeHash = await sha256(sealedIdPart(login.code));
-    const spent = () =>
-      sql(stubForId("code", login.code), "SELECT grant_id FROM spent_codes WHERE code_hash = ?", codeHash);
+    const where = await spentCodeShard(login.code);
+    const spent = () => sql(where, "SELECT grant_id FROM spent_codes WHERE code_hash = ?", codeHash);
     expect(await spent()).toEqual([]);
     expect((await redeem(client, login.code, login.verifier)).status).toBe(200);
     expect(await spent()).toEqual([{ grant_id: expect.stringMatching(/^gr_/) }]);

@@ -113,7 +113,7 @@ afterEach(() => {
 });
 
 describe("a login's budget (GET /admin/v1/stats)", () => {
-  it("a returning user's login: at most 6 Durable Object calls, at most 1 round trip per step but 2 for Token, and no D1 query", async () => {
+  it("a returning user's login: at most 5 Durable Object calls, at most 1 round trip per step, and no D1 query", async () => {
     // The default policy (the test suite's own turns the client cache off), but for a resend
     // interval short enough that a second code for the address can follow within the client cache.
     const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
@@ -142,17 +142,17 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
     // The session is stored, once per transaction; the code carries its grant sealed.
     expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
-    // The login still stands (its sid's revocation shard) while the refresh family is created; then
-    // the code is spent: two round trips.
-    expect(login.Token).toMatchObject({ calls: 3, byStore: { revocation: 1, refresh: 1, code: 1 }, d1: 0 });
-    expect(calls).toBeLessThanOrEqual(6);
+    // The login's revocation shard checks it still stands and spends the code, while the refresh
+    // family is created: one round trip of two calls (issue 28).
+    expect(login.Token).toMatchObject({ calls: 2, byStore: { revocation: 1, refresh: 1 }, d1: 0 });
+    expect(calls).toBeLessThanOrEqual(5);
     expect(d1).toBe(0);
     // Rows as SQLite counts them (indexes included), the alarm's later sweeps not yet: a regression guard.
     expect(rows).toBeLessThanOrEqual(17);
     expect(mailboxRead).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
   });
 
-  it("a returning user's login at a tenant that is not `default`: the same 6 calls and no D1 query (issue 23)", async () => {
+  it("a returning user's login at a tenant that is not `default`: the same 5 calls and no D1 query (issue 23)", async () => {
     const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
     const tenant = await createTenant({}, e);
     const client = await registerTenantClient(tenant.id, { token_endpoint_auth_method: "none" }, e);
@@ -168,13 +168,13 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(login.EmailCodeGenerate).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
     expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
     expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
-    expect(login.Token).toMatchObject({ calls: 3, byStore: { revocation: 1, refresh: 1, code: 1 }, d1: 0 });
-    expect(calls).toBe(6);
+    expect(login.Token).toMatchObject({ calls: 2, byStore: { revocation: 1, refresh: 1 }, d1: 0 });
+    expect(calls).toBe(5);
     expect(d1).toBe(0);
     expect(mailboxRead.calls).toBe(1);
   });
 
-  it("a returning user's login on branded pages in another language: the same 6 calls and no D1 query (issue 26)", async () => {
+  it("a returning user's login on branded pages in another language: the same 5 calls and no D1 query (issue 26)", async () => {
     const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
     const tenant = await createTenant(
       { locale: "ar", branding: { logo_uri: "https://cdn.acme.test/logo.svg", primary_color: "#aa3300" } },
@@ -197,7 +197,7 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(login.EmailCodeGenerate).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
     expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
     expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
-    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(6);
+    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(5);
     expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
     expect(mailboxRead.calls).toBe(1);
     // The mail went out in the language and brand the login began with.
@@ -205,7 +205,7 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(mail?.subject).toMatch(/^\d{6} est votre code de connexion à Acme Cloud$/);
   });
 
-  it("a returning user's login with a webhook endpoint subscribed to sign-ins: the same 6 calls and no D1 query (issue 25)", async () => {
+  it("a returning user's login with a webhook endpoint subscribed to sign-ins: the same 5 calls and no D1 query (issue 25)", async () => {
     const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
     const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
     const hook = await admin(
@@ -219,14 +219,14 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     await measuredLogin(e, client, email);
     at(11_000);
     const { mailboxRead: _, ...login } = await measuredLogin(e, client, email);
-    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(6);
+    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(5);
     expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
     expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
     const { id } = (await hook.json()) as { id: string };
     expect((await admin(`/webhooks/${id}`, { method: "DELETE" }, e)).status).toBe(204);
   });
 
-  it("a returning user whose last sign-in was 30 days ago: the same 6 calls and no D1 query (issue 28)", async () => {
+  it("a returning user whose last sign-in was 30 days ago: the same 5 calls and no D1 query (issue 28)", async () => {
     const e = withVars({ POLICY: "{}" });
     const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
     const email = uniqueEmail("month");
@@ -237,10 +237,10 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     await fullLogin(client, uniqueEmail("warm"), { env: e });
     const { mailboxRead: _, ...login } = await measuredLogin(e, client, email);
     expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
-    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(6);
+    expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(5);
   });
 
-  it("the production path (issue 28): a real mail transport, a returning user 30 days on: 6 calls, 13 rows written now, no D1 query", async () => {
+  it("the production path (issue 28): a real mail transport, a returning user 30 days on: 5 calls, 13 rows written now, no D1 query", async () => {
     const e = withVars({ ...httpVars({ MAIL_FROM: "login@keyway.test" }), POLICY: "{}" });
     const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
     // The code from the mail provider (the local Resend peer), as a person reads it: no Keyway call.
@@ -275,7 +275,7 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(login.EmailCodeGenerate).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
     expect(mailboxRead).toMatchObject({ calls: 0, d1: 0 });
     expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
-    expect(calls).toBe(6);
+    expect(calls).toBe(5);
     expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
     // Rows written in the login's own calls (indexes included; the flushes, sweeps and D1 rows that
     // follow are measured by npm run cost): a regression guard. Issue 28's target is 12 in all.

@@ -92,11 +92,12 @@ describe("faults (checklist H1-H3)", () => {
     expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(await res.json()).toMatchObject({ error: "temporarily_unavailable" });
 
-    // The token endpoint too: an overloaded code store is 503, and the code is not spent.
+    // The token endpoint too: an overloaded store where the code is spent (its login's revocation
+    // shard) is 503, and the code is not spent.
     const login = await fullLogin(client);
     expect(login.tokens.access_token).toBeTruthy();
     const second = await loginForCode(client);
-    const codes = faulty({ AUTH_CODES: overloadedNamespace(env.AUTH_CODES as unknown as DurableObjectNamespace) });
+    const codes = faulty({ REVOCATIONS: overloadedNamespace(env.REVOCATIONS as unknown as DurableObjectNamespace) });
     const busy = await redeem(client, second.code, second.verifier, {}, codes);
     expect(busy.status).toBe(503);
     expect(busy.headers.get("retry-after")).toBeTruthy();

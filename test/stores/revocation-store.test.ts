@@ -39,4 +39,41 @@ describe("RevocationStore", () => {
     expect(await sql(s, "SELECT key FROM revoked")).toEqual([{ key: "jti:new" }]);
     expect(await s.anyRevoked(["jti:new"])).toBe(true);
   });
+
+  describe("redeemCodeForLogin (issue 28: the login's check and the code's spend in one call)", () => {
+    const login = { sid: "sid-r", sub: "usr_r", authTime: Math.floor(Date.now() / 1000) - 10 };
+    const redeem = (s: ReturnType<typeof fresh>, codeHash: string, grantId: string | null) =>
+      s.redeemCodeForLogin({ login, codeHash, grantId, sid: login.sid, keepUntil: Date.now() + 600_000 });
+
+    it("spends a code once, even under concurrency; a reuse names the grant to revoke", async () => {
+      const s = fresh();
+      const results = await Promise.all(Array.from({ length: 8 }, (_, i) => redeem(s, "c1", `gr_${i}`)));
+      const ok = results.filter((r) => r.status === "ok");
+      expect(ok).toHaveLength(1);
+      const first = await sql<{ grant_id: string }>(s, "SELECT grant_id FROM spent_codes WHERE code_hash = 'c1'");
+      expect(results.filter((r) => r.status === "reused")).toEqual(
+        Array.from({ length: 7 }, () => ({
+          status: "reused",
+          grant_id: first[0]?.grant_id,
+          sid: "sid-r",
+          ended: false,
+        })),
+      );
+    });
+
+    it("a code whose login has ended is spent issuing nothing, in the same call", async () => {
+      const s = fresh();
+      await s.revoke([`sid:${login.sid}`], Date.now() + 600_000);
+      expect(await redeem(s, "c2", "gr_x")).toEqual({ status: "ok", ended: true });
+      expect(await sql(s, "SELECT grant_id FROM spent_codes WHERE code_hash = 'c2'")).toEqual([{ grant_id: null }]);
+      // Spent, with nothing to revoke.
+      expect(await redeem(s, "c2", "gr_y")).toEqual({ status: "spent", ended: true });
+    });
+
+    it("a refused presentation (grant null) spends the code too", async () => {
+      const s = fresh();
+      expect(await redeem(s, "c3", null)).toEqual({ status: "ok", ended: false });
+      expect(await redeem(s, "c3", "gr_z")).toEqual({ status: "spent", ended: false });
+    });
+  });
 });

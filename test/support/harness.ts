@@ -469,6 +469,12 @@ export function stubForId(store: Store, id: string): DurableObjectStub {
   return shardStub(store, gen, shard, region);
 }
 
+/** Where a code is spent (issue 28): the RevocationStore shard its login's sid names. */
+export async function spentCodeShard(code: string): Promise<DurableObjectStub> {
+  const { grant } = (await openSealed<{ grant: { sid: string } }>("code", code)) as { grant: { sid: string } };
+  return stubForId("revocation", grant.sid);
+}
+
 /**
  * A shard's SQL, through the store's own handle: a store makes its schema when first used (an object
  * woken only for `stats()` creates nothing), so a query of a shard nothing has touched yet still finds

@@ -1,5 +1,7 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { loadConfig } from "../../workers/shared/config";
+import { issueSealedId } from "../../workers/shared/sealed-id";
 import {
   admin,
   basicAuth,
@@ -10,6 +12,7 @@ import {
   ISSUER,
   idParts,
   loginForCode,
+  openSealed,
   pinClock,
   policy,
   redeem,
@@ -17,6 +20,7 @@ import {
   registerClient,
   sealedIdPart,
   sha256,
+  spentCodeShard,
   sql,
   stubForId,
   type Tokens,
@@ -416,12 +420,35 @@ describe("Token: authorization_code (CONTRACT §2.5, §3)", () => {
   });
 });
 
+describe("codes issued before their spend moved to the login's shard (issue 28)", () => {
+  it("a code without the `spend` mark is spent once in its own AuthCodeStore shard, and its reuse revokes", async () => {
+    const client = await registerClient();
+    const login = await loginForCode(client);
+    // The same grant sealed as a code was before: no `spend`, so it is spent where its id names.
+    const { spend: _, ...state } = (await openSealed<Record<string, unknown>>("code", login.code)) as Record<
+      string,
+      unknown
+    >;
+    const config = loadConfig(env);
+    const old = (await issueSealedId(config, "code", "auth-code", state, { region: config.REGIONS.default })).value;
+    const { access_token } = await expectTokens(await redeem(client, old, login.verifier));
+    const spentThere = await sql<{ grant_id: string | null }>(
+      stubForId("code", old),
+      "SELECT grant_id FROM spent_codes WHERE code_hash = ?",
+      await sha256(sealedIdPart(old)),
+    );
+    expect(spentThere).toEqual([{ grant_id: expect.stringMatching(/^gr_/) }]);
+    await expectOAuthError(await redeem(client, old, login.verifier), 400, "invalid_grant");
+    expect((await userinfo(access_token)).status).toBe(401);
+  });
+});
+
 describe("a code dies with its login (CONTRACT §3, §5)", () => {
   /** The code's spent mark: the grant it issued, null when it issued nothing. */
   const spentGrant = async (code: string) =>
     (
       await sql<{ grant_id: string | null }>(
-        stubForId("code", code),
+        await spentCodeShard(code),
         "SELECT grant_id FROM spent_codes WHERE code_hash = ?",
         await sha256(sealedIdPart(code)),
       )

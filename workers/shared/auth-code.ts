@@ -25,6 +25,11 @@ interface CodeState {
   exp: number;
   /** Its spent mark is kept until (ms): as long as the tokens it yields live, so a late replay still revokes. */
   keep: number;
+  /**
+   * Where it is spent: `login`, the RevocationStore shard its login's sid names, in the same call that
+   * checks the login (issue 28); absent for a code issued before, spent in its own AuthCodeStore shard.
+   */
+  spend?: "login";
 }
 
 export interface OpenedCode extends CodeState {
@@ -33,8 +38,9 @@ export interface OpenedCode extends CodeState {
 }
 
 /**
- * Issues an authorization code: an AuthCodeStore id that carries its grant sealed, so issuing writes
- * nothing. Single use is enforced where it is redeemed (AuthCodeStore.redeemCode, in the id's shard).
+ * Issues an authorization code: an id that carries its grant sealed, so issuing writes nothing. Single
+ * use is enforced where it is redeemed: in the shard of its login's sid, with the check that the login
+ * still stands (RevocationStore.redeemCodeForLogin).
  */
 export async function issueCode(config: Config, grant: CodeGrant, now: number): Promise<string> {
   const p = config.POLICY;
@@ -42,6 +48,7 @@ export async function issueCode(config: Config, grant: CodeGrant, now: number): 
     grant,
     exp: now + p.code_ttl_seconds * 1000,
     keep: now + Math.max(p.code_ttl_seconds, p.access_token_ttl_seconds) * 1000,
+    spend: "login",
   };
   // In the login's region, the one its sid names.
   const region = parseId(config, "sid", grant.sid)?.ref.place.region ?? config.REGIONS.default;

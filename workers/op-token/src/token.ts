@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import type { FamilyGrant } from "../../../durable-objects/contract";
+import type { FamilyGrant, RedeemResult } from "../../../durable-objects/contract";
 import { type AppEnv, admitNewWork } from "../../shared/app";
 import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf } from "../../shared/audit";
 import type { AuditInput } from "../../shared/audit-event";
@@ -12,7 +12,7 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
 import { parseResources, requestedResources } from "../../shared/resources";
-import { issueId, parseId } from "../../shared/router";
+import { issueId, type ParsedId, parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
@@ -117,6 +117,8 @@ async function prepareLoginGrant(
   grant: FamilyGrant & { nonce?: string },
   startFamily: boolean,
   now: number,
+  /** Says whether the login has ended, in the sid's RevocationStore shard (by default, that alone). */
+  checkLogin?: (grantId: string, sidRef: ParsedId) => Promise<boolean>,
 ): Promise<{ plan: IssuePlan; ended: boolean }> {
   // The refresh family lives in the login's region (the one its sid names), wherever /token is called from.
   const sidRef = parseId(config, "sid", grant.sid);
@@ -146,7 +148,9 @@ async function prepareLoginGrant(
   }
   const [ended] = await Promise.all([
     sidRef
-      ? shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
+      ? checkLogin
+        ? checkLogin(grantId, sidRef)
+        : shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
       : true,
     family,
   ]);
@@ -201,10 +205,11 @@ async function clientCredentials(
 
 /**
  * The authorization_code grant (RFC 6749 §4.1.3, RFC 7636 §4.6). The code carries its grant sealed
- * (auth-code.ts), so the checks run here. Two round trips: the login's revocation shard says whether
- * it still stands while the refresh family is created in its own shard; then the code is spent,
- * atomically and once, in its AuthCodeStore shard. A family whose code turns out spent or whose login
- * has ended is never revealed and expires unused.
+ * (auth-code.ts), so the checks run here. One round trip of two calls (issue 28): the login's
+ * revocation shard says whether it still stands and spends the code, atomically and once, while the
+ * refresh family is created in its own shard. A family whose code turns out spent or whose login has
+ * ended is never revealed and expires unused. (A code issued before this design is spent in its own
+ * AuthCodeStore shard, after the check: two round trips.)
  */
 async function redeemCode(
   c: Context<AppEnv>,
@@ -238,6 +243,8 @@ async function redeemCode(
     timingSafeEqualString(grant.code_challenge, challenge);
   // Checked before the code is spent, so an ended login's code issues nothing; a family created for a
   // code that then turns out spent or bad is never revealed and expires unused.
+  const event = requestAuditEvent(c, { ...issued, user: grant.sub });
+  let spent: RedeemResult | undefined;
   const { plan, ended } = await prepareLoginGrant(
     env,
     config,
@@ -254,16 +261,34 @@ async function redeemCode(
     },
     good,
     now,
+    opened.spend === "login"
+      ? async (grantId, sidRef) => {
+          const redeemed = await shard(env, "revocation", sidRef.ref).redeemCodeForLogin({
+            login: { sid: grant.sid, sub: grant.sub, authTime: grant.auth_time },
+            codeHash: opened.hash,
+            grantId: good ? grantId : null,
+            sid: grant.sid,
+            keepUntil: opened.keep,
+            issued: event,
+          });
+          spent = redeemed;
+          return redeemed.ended;
+        }
+      : undefined,
   );
   plan.resource = resource;
   const grantId = plan.grantId;
-  const result = await shard(env, "code", opened.id.ref).redeemCode({
-    codeHash: opened.hash,
-    grantId: good && !ended ? grantId : null,
-    sid: grant.sid,
-    keepUntil: opened.keep,
-    issued: requestAuditEvent(c, { ...issued, user: grant.sub }),
-  });
+  // A code of a login whose sid names no live shard was not spent: it issues nothing either way.
+  if (opened.spend === "login" && !spent) throw invalidGrant("the login this code belongs to has ended");
+  const result =
+    spent ??
+    (await shard(env, "code", opened.id.ref).redeemCode({
+      codeHash: opened.hash,
+      grantId: good && !ended ? grantId : null,
+      sid: grant.sid,
+      keepUntil: opened.keep,
+      issued: event,
+    }));
   if (result.status === "reused") {
     // RFC 6749 §4.1.2: revoke what the first redemption issued.
     await revokeGrant(env, config, result.grant_id, result.sid);
