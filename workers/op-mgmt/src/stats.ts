@@ -54,7 +54,9 @@ const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit", "webhook"];
 
 function statsOf(env: Env, ref: ShardRef): Promise<ShardStats> {
   // Every one of these classes has `stats()`; the stub's type is not narrowed over the union here.
-  return (shard(env, ref.store, ref) as unknown as { stats(): Promise<ShardStats> }).stats();
+  return (
+    shard(env, ref.store, ref) as unknown as { stats(o: { pendingDeletes: boolean }): Promise<ShardStats> }
+  ).stats({ pendingDeletes: true });
 }
 
 /**
