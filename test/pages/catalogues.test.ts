@@ -55,6 +55,10 @@ describe("catalogues", () => {
     expect(translator("fr").duration(1)).toBe("1 seconde");
   });
 
+  it("a key no catalogue has reads as the generic error instead of failing the page", () => {
+    expect(translator("fr").text("error.nope" as MessageKey)).toBe("Une erreur s’est produite. Réessayez.");
+  });
+
   it("message text is escaped in HTML; parameters are escaped unless they are HTML already", () => {
     const t = translator("en");
     expect(t.html("login.heading", { app: `<img src=x onerror=alert(1)>` })).toBe(

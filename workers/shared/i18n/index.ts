@@ -86,7 +86,8 @@ export function translator(locale: Locale): Translator {
   const { messages, dir } = LOCALES[locale];
   const plural = new Intl.PluralRules(locale);
   const pick = (key: MessageKey, params: MessageParams): string => {
-    const m = messages[key] as string | PluralForms;
+    // A key no catalogue has (a notice named by an error, say) reads as the generic error, never throws.
+    const m = (messages[key] ?? messages["error.generic"]) as string | PluralForms;
     if (typeof m === "string") return m;
     const n = typeof params.n === "number" ? params.n : Number(params.n);
     return m[plural.select(n) as keyof PluralForms] ?? m.other;
