@@ -425,3 +425,22 @@ export interface WebhookCounts {
   attempts_ok: number;
   attempts_failed: number;
 }
+
+/** A shard's counters since it started (`stats()` of every store; GET /admin/v1/stats sums them). */
+export interface ShardStats {
+  served: number;
+  /** Rows written and read as SQLite counts them for billing (an index entry a write adds is a row). */
+  rows_written: number;
+  rows_read: number;
+  alarms_set: number;
+  alarm_runs: number;
+  d1_queries: number;
+  d1_rows_read: number;
+  d1_rows_written: number;
+  d1_size_bytes: number;
+  pending_deletes: number;
+  /** Audit events this shard wrote to D1: rows D1's retention deletes later. */
+  audit_events_flushed: number;
+  storage_bytes: number;
+  since: number;
+}

@@ -3,7 +3,7 @@ import { type D1Meter, meteredD1, newD1Meter } from "../workers/shared/d1-meter"
 import { errorField, log } from "../workers/shared/log";
 import { handOffToWebhooks, type WebhookHandOffEnv } from "../workers/shared/webhooks/handoff";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
-import type { AuditEvent } from "./contract";
+import type { AuditEvent, ShardStats } from "./contract";
 
 export interface StoreEnv {
   /** Where the audit outbox flushes. */
@@ -281,24 +281,6 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
       return (verb as (...a: unknown[]) => unknown).apply(this, args);
     };
   }
-}
-
-export interface ShardStats {
-  served: number;
-  /** Rows written and read as SQLite counts them for billing (an index entry a write adds is a row). */
-  rows_written: number;
-  rows_read: number;
-  alarms_set: number;
-  alarm_runs: number;
-  d1_queries: number;
-  d1_rows_read: number;
-  d1_rows_written: number;
-  d1_size_bytes: number;
-  pending_deletes: number;
-  /** Audit events this shard wrote to D1: rows D1's retention deletes later. */
-  audit_events_flushed: number;
-  storage_bytes: number;
-  since: number;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type { ShardStats } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
 import { STORE_NAMES } from "../../shared/config";
 import type { Env } from "../../shared/env";
@@ -6,23 +7,6 @@ import { json, NO_STORE } from "../../shared/http";
 import { askPeers, isolateCounters } from "../../shared/isolate";
 import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/router";
 import { shard } from "../../shared/stores";
-
-/** A shard's counters since it started (ShardStore.stats). */
-interface ShardStats {
-  served: number;
-  rows_written: number;
-  rows_read: number;
-  alarms_set: number;
-  alarm_runs: number;
-  d1_queries: number;
-  d1_rows_read: number;
-  d1_rows_written: number;
-  d1_size_bytes: number;
-  pending_deletes: number;
-  audit_events_flushed: number;
-  storage_bytes: number;
-  since: number;
-}
 
 /** The counters a store's shards sum to, and the deployment's totals sum over stores. */
 const SUMMED = [
