@@ -5,7 +5,7 @@
 //  2. finds or creates the D1 database and applies schema/ migrations to it;
 //  3. writes a production wrangler config per Worker to .keyway/deploy/ (from the repo's configs:
 //     same bindings, plus the D1 id, vars, routes on the issuer's host, the send_email binding);
-//  4. deploys keyway-stores (the Durable Object classes) first, then op-auth, op-token, op-mgmt,
+//  4. deploys keyway-stores (the Durable Object classes) first, then op-token, op-auth, op-mgmt,
 //     each with its secrets uploaded in the same version (--secrets-file);
 //  5. smoke-checks discovery and JWKS on the issuer.
 // --dry-run does 1 and 3 and runs `wrangler deploy --dry-run` on each config: no account needed.
@@ -184,7 +184,10 @@ export function productionConfigs(o, databaseId) {
   const schemaDir = join(ROOT, "schema");
   const sendEmail =
     o.mailTransport === "send_email" ? [{ name: "SEND_EMAIL", allowed_sender_addresses: [o.mailFrom] }] : undefined;
-  return [STORES_CONFIG, ...OP_CONFIGS].map((path) => {
+  // The deploy's order: the stores (the others bind their classes), then op-token before op-auth (op-auth
+  // hands op-token its tenants' paths, and issues codes that op-token must know how to spend), then op-mgmt.
+  const opToken = OP_CONFIGS.filter((p) => p.includes("op-token"));
+  return [STORES_CONFIG, ...opToken, ...OP_CONFIGS.filter((p) => !opToken.includes(p))].map((path) => {
     const base = readConfig({ config: join(ROOT, path) });
     const name = /** @type {string} */ (base.name);
     const d1 = base.d1_databases[0];
