@@ -8,6 +8,8 @@
 //   LADDER=100,200 npm run bench                   other rates (RATES= is the same)
 //   RATES=300 REPEAT=2 npm run bench               one rate, twice
 //   PEER=oidc-provider npm run bench               node-oidc-provider over the same ladder, side by side
+//   PEER=oidc-provider-redis npm run bench         the same, its models in a local redis-server (appendonly
+//                                                  yes, appendfsync everysec), its CPU counted with the peer's
 //   BASELINE=/path/to/other/checkout npm run bench another checkout of Keyway (e.g. an older main) too
 //   RESHARD=1 npm run bench                        instead, the long live reshard under load (admin API,
 //                                                  then the controller): RESHARD_RATE (50), RESHARD_HOLD (300)
@@ -65,7 +67,8 @@ const outDir = resolve(REPO, process.env.OUT || "docs/benchmarks");
 const keepTmp = process.env.KEEP_TMP === "1";
 const policy = raisedPolicy(ipQuota);
 const peer = process.env.PEER || "";
-if (peer && peer !== "oidc-provider") throw new Error(`PEER must be oidc-provider, got ${peer}`);
+if (peer && peer !== "oidc-provider" && peer !== "oidc-provider-redis")
+  throw new Error(`PEER must be oidc-provider or oidc-provider-redis, got ${peer}`);
 const baselineDir = process.env.BASELINE || "";
 
 /** @typedef {import("./lib/bench-ladder.mjs").Rung} Rung */
@@ -116,7 +119,11 @@ const plan = [
   },
 ];
 if (baselineDir) plan.push({ name: "baseline", start: () => baselineTarget(baselineDir) });
-if (peer) plan.push({ name: "node-oidc-provider", start: () => peerTarget() });
+if (peer)
+  plan.push({
+    name: peer === "oidc-provider-redis" ? "node-oidc-provider-redis" : "node-oidc-provider",
+    start: () => peerTarget({ redis: peer === "oidc-provider-redis" }),
+  });
 console.log(
   `bench: ${plan.map((p) => p.name).join(", ")}; ladder ${ladder.join(", ")} logins/s${repeat > 1 ? ` ×${repeat}` : ""}, ` +
     `${ramp} s ramp + ${hold} s hold each; load average ${loadBefore} on ${machine.nproc} cores`,

@@ -1,6 +1,6 @@
 // What tools/bench.mjs can put under load, one at a time: this checkout of Keyway, another checkout
 // of it (BASELINE=<dir>, e.g. an older main), and node-oidc-provider (PEER=oidc-provider).
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -98,15 +98,61 @@ async function gitShort(dir) {
 }
 
 /**
- * node-oidc-provider (tools/peers/oidc-provider/server.mjs), one Node process, in-memory adapter,
- * loaded by k6/peer-oidc-provider.js. @returns {Promise<Target>}
+ * A local redis-server for the peer (Debian's `redis-server`), durable as node-oidc-provider's users
+ * run it: the append-only file, fsynced every second. @param {string} dir
  */
-export async function peerTarget() {
+async function startRedis(dir) {
+  const port = await freePort();
+  const child = spawn(
+    "redis-server",
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--dir",
+      dir,
+      "--appendonly",
+      "yes",
+      "--appendfsync",
+      "everysec",
+      "--save",
+      "",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let log = "";
+  await new Promise((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`redis-server did not start:\n${log}`)), 10_000);
+    child.stdout.on("data", (/** @type {Buffer} */ d) => {
+      log += d;
+      if (log.includes("Ready to accept connections")) {
+        clearTimeout(timer);
+        ready(undefined);
+      }
+    });
+    child.on("error", (err) =>
+      fail(new Error(`redis-server could not run (apt-get install redis-server): ${err.message}`)),
+    );
+    child.on("exit", (code) => fail(new Error(`redis-server exited with ${code}:\n${log}`)));
+  });
+  const version = execFileSync("redis-server", ["--version"], { encoding: "utf8" }).match(/v=(\S+)/)?.[1] ?? "?";
+  return { child, url: `redis://127.0.0.1:${port}`, version };
+}
+
+/**
+ * node-oidc-provider (tools/peers/oidc-provider/server.mjs), one Node process, loaded by
+ * k6/peer-oidc-provider.js: with its in-memory adapter, or with `redis` its models in a local
+ * redis-server (PEER=oidc-provider-redis), whose CPU is counted with the peer's.
+ * @param {{ redis?: boolean }} [o] @returns {Promise<Target>}
+ */
+export async function peerTarget(o = {}) {
   const port = await freePort();
   const tmp = mkdtempSync(join(tmpdir(), "keyway-peer-"));
+  const redis = o.redis ? await startRedis(tmp) : null;
   const child = spawn(process.execPath, [join(REPO, "tools/peers/oidc-provider/server.mjs")], {
     cwd: REPO,
-    env: { ...process.env, PORT: String(port), NODE_ENV: "production" },
+    env: { ...process.env, PORT: String(port), NODE_ENV: "production", ...(redis ? { REDIS_URL: redis.url } : {}) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let log = "";
@@ -125,22 +171,25 @@ export async function peerTarget() {
   });
   const { version } = JSON.parse(readFileSync(join(REPO, "node_modules/oidc-provider/package.json"), "utf8"));
   return {
-    name: "node-oidc-provider",
-    description: `node-oidc-provider ${version} (tools/peers/oidc-provider/server.mjs): one Node ${process.version} process, its in-memory adapter, a public PKCE client`,
+    name: redis ? "node-oidc-provider-redis" : "node-oidc-provider",
+    description: redis
+      ? `node-oidc-provider ${version} (tools/peers/oidc-provider/server.mjs): one Node ${process.version} process, its models in redis-server ${redis.version} (appendonly yes, appendfsync everysec; tools/peers/oidc-provider/redis-adapter.mjs), a public PKCE client`
+      : `node-oidc-provider ${version} (tools/peers/oidc-provider/server.mjs): one Node ${process.version} process, its in-memory adapter, a public PKCE client`,
     url: `http://127.0.0.1:${port}`,
     adminToken: "",
     tmp,
     script: join(REPO, "k6/peer-oidc-provider.js"),
     env: {},
-    pids: () => (child.pid && child.exitCode === null ? [child.pid] : []),
+    pids: () => [child, ...(redis ? [redis.child] : [])].flatMap((c) => (c.pid && c.exitCode === null ? [c.pid] : [])),
     stats: null,
     policy: {},
     vars: {},
     async dispose(keep = false) {
-      if (child.exitCode === null) {
-        child.kill("SIGTERM");
-        await exitOf(child);
-      }
+      for (const c of [child, ...(redis ? [redis.child] : [])])
+        if (c.exitCode === null) {
+          c.kill("SIGTERM");
+          await exitOf(c);
+        }
       if (!keep) rmSync(tmp, { recursive: true, force: true });
     },
   };

@@ -20,6 +20,7 @@ import { createHmac, randomBytes, randomInt } from "node:crypto";
 import { createServer } from "node:http";
 import { exportJWK, generateKeyPair } from "jose";
 import Provider from "oidc-provider";
+import { redisAdapter } from "./redis-adapter.mjs";
 
 const PORT = Number(process.env.PORT || 9090);
 const ISSUER = `http://127.0.0.1:${PORT}`;
@@ -47,7 +48,10 @@ const accountIdOf = (/** @type {string} */ email) =>
 /** @type {Map<string, string>} account id → email (the "users" a login creates) */
 const accounts = new Map();
 
+// REDIS_URL: node-oidc-provider's models in Redis (PEER=oidc-provider-redis), as its users deploy it;
+// without it, its in-memory adapter. The peer's own mail codes stay in memory either way.
 const provider = new Provider(ISSUER, {
+  ...(process.env.REDIS_URL ? { adapter: redisAdapter(process.env.REDIS_URL) } : {}),
   clients: [
     {
       client_id: CLIENT.client_id,
