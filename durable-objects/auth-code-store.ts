@@ -9,6 +9,7 @@ import type {
   StartDevice,
 } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
+import { SPENT_CODES_TABLE, spendCode } from "./spent-codes";
 
 /**
  * The spent authorization codes of a shard. A code carries its grant sealed (op-auth's auth-code.ts),
@@ -21,14 +22,9 @@ import { countVerbCalls, ShardStore } from "./shard-store";
 export class AuthCodeStore extends ShardStore {
   protected schema(): string[] {
     return [
-      `CREATE TABLE IF NOT EXISTS spent_codes (
-        code_hash TEXT PRIMARY KEY,
-        grant_id TEXT,
-        sid TEXT NOT NULL,
-        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
-      // No index on expires_at (issue 28): a spent code is kept as long as the access tokens it issued
-      // live (10 minutes by default), so the sweep, at most once a minute, reads a small table whole
-      // (rows read cost a thousandth of rows written), and each redemption writes one row, not two.
+      // Codes issued before issue 28 are spent here (new ones in their login's RevocationStore shard).
+      SPENT_CODES_TABLE,
+      // Its expiry index, dropped (spent-codes.ts: the sweep reads the small table whole).
       "DROP INDEX IF EXISTS spent_codes_exp",
       // Codes were stored whole before they carried their grant sealed; nothing reads this table.
       "DROP TABLE IF EXISTS codes",
@@ -215,24 +211,9 @@ export class AuthCodeStore extends ShardStore {
    */
   async redeemCode(a: RedeemCode): Promise<RedeemResult> {
     const result = this.ctx.storage.transactionSync((): RedeemResult => {
-      const cur = this.sql.exec(
-        "INSERT INTO spent_codes (code_hash, grant_id, sid, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT(code_hash) DO NOTHING",
-        a.codeHash,
-        a.grantId,
-        a.sid,
-        a.keepUntil,
-      );
-      if (cur.rowsWritten > 0) {
-        if (a.grantId && a.issued) this.recordAudit([a.issued]);
-        return { status: "ok" };
-      }
-      const first = this.sql
-        .exec<{ grant_id: string | null; sid: string }>(
-          "SELECT grant_id, sid FROM spent_codes WHERE code_hash = ?",
-          a.codeHash,
-        )
-        .one();
-      return first.grant_id ? { status: "reused", grant_id: first.grant_id, sid: first.sid } : { status: "spent" };
+      const spent = spendCode(this.sql, a, a.grantId);
+      if (spent.status === "ok" && a.grantId && a.issued) this.recordAudit([a.issued]);
+      return spent;
     });
     if (result.status === "ok") await (a.grantId && a.issued ? this.auditFlushSoon() : this.expireAt(a.keepUntil));
     return result;

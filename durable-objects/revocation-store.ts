@@ -1,5 +1,6 @@
 import type { LoginRef, RedeemCodeForLogin, RedeemForLoginResult } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
+import { SPENT_CODES_TABLE, spendCode } from "./spent-codes";
 
 /**
  * Revocation marks. A login's tokens are all placed in the shard its `sid` names, so one call checks
@@ -14,13 +15,8 @@ export class RevocationStore extends ShardStore {
       "CREATE TABLE IF NOT EXISTS revoked (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL, at INTEGER)",
       "CREATE INDEX IF NOT EXISTS revoked_exp ON revoked(expires_at)",
       // Authorization codes spent (issue 28: here, in their login's shard, so that the login's check
-      // and the spend are one call). Kept as long as the tokens a code yields live (minutes), so no
-      // expiry index: the sweep reads the table whole, and a redemption writes one row.
-      `CREATE TABLE IF NOT EXISTS spent_codes (
-        code_hash TEXT PRIMARY KEY,
-        grant_id TEXT,
-        sid TEXT NOT NULL,
-        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
+      // and the spend are one call).
+      SPENT_CODES_TABLE,
     ];
   }
 
@@ -43,26 +39,9 @@ export class RevocationStore extends ShardStore {
     const result = this.ctx.storage.transactionSync((): RedeemForLoginResult => {
       const ended = this.#ended(a.login);
       const grantId = ended ? null : a.grantId;
-      const cur = this.sql.exec(
-        "INSERT INTO spent_codes (code_hash, grant_id, sid, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT(code_hash) DO NOTHING",
-        a.codeHash,
-        grantId,
-        a.sid,
-        a.keepUntil,
-      );
-      if (cur.rowsWritten > 0) {
-        if (grantId && a.issued) this.recordAudit([a.issued]);
-        return { status: "ok", ended };
-      }
-      const first = this.sql
-        .exec<{ grant_id: string | null; sid: string }>(
-          "SELECT grant_id, sid FROM spent_codes WHERE code_hash = ?",
-          a.codeHash,
-        )
-        .one();
-      return first.grant_id
-        ? { status: "reused", grant_id: first.grant_id, sid: first.sid, ended }
-        : { status: "spent", ended };
+      const spent = spendCode(this.sql, a, grantId);
+      if (spent.status === "ok" && grantId && a.issued) this.recordAudit([a.issued]);
+      return { ...spent, ended };
     });
     if (result.status === "ok")
       await (a.grantId && a.issued && !result.ended ? this.auditFlushSoon() : this.expireAt(a.keepUntil));

@@ -71,19 +71,24 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   #makeSchema(sql: SqlStorage): void {
     const statements = [...this.schema(), this.audit.schema()];
     for (const statement of statements) sql.exec(statement);
+    // Every table's DDL, read once (no data is read).
+    const ddlOf = new Map(
+      sql
+        .exec<{ name: string; sql: string }>("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+        .toArray()
+        .map((t) => [t.name, t.sql]),
+    );
     const upgrades = { ...this.upgrades() };
     upgrades[this.outboxTable()] = [...(upgrades[this.outboxTable()] ?? []), ...this.audit.upgrades()];
     for (const [table, alters] of Object.entries(upgrades)) {
-      const ddl =
-        sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table).toArray()[0]
-          ?.sql ?? "";
+      const ddl = ddlOf.get(table) ?? "";
       for (const alter of alters) {
         const column = /ADD COLUMN (\w+)/.exec(alter)?.[1];
         if (column && !new RegExp(`\\b${column}\\b`).test(ddl)) sql.exec(alter);
       }
     }
     // A table made before its layout changed is rebuilt, then its indexes are made again.
-    if (this.#rebuildOldLayouts(sql, statements)) for (const statement of statements) sql.exec(statement);
+    if (this.#rebuildOldLayouts(sql, statements, ddlOf)) for (const statement of statements) sql.exec(statement);
     for (const statement of this.indexes()) sql.exec(statement);
   }
 
@@ -93,16 +98,13 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
    * `sqlite_sequence` row every insert rewrote) are rebuilt in the layout `schema()` states: the rows
    * copied, in one transaction, once, at the shard's first use after the upgrade. True when any was.
    */
-  #rebuildOldLayouts(sql: SqlStorage, statements: string[]): boolean {
+  #rebuildOldLayouts(sql: SqlStorage, statements: string[], ddlOf: Map<string, string>): boolean {
     const layout = (ddl: string) => `${/WITHOUT ROWID/i.test(ddl)} ${/AUTOINCREMENT/i.test(ddl)}`;
     let rebuilt = false;
     for (const create of statements) {
       const table = /^\s*CREATE TABLE IF NOT EXISTS (\w+)/i.exec(create)?.[1];
       if (!table) continue;
-      const ddl =
-        sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", table).toArray()[0]
-          ?.sql ?? "";
-      if (layout(ddl) === layout(create)) continue;
+      if (layout(ddlOf.get(table) ?? "") === layout(create)) continue;
       const next = `${table}__rebuilt`;
       this.ctx.storage.transactionSync(() => {
         sql.exec(`DROP TABLE IF EXISTS ${next}`);

@@ -19,10 +19,27 @@ export const isolateCounters = {
   /** Requests this isolate served (Workers bill each), but op-mgmt's internal `/__keyway` asks. */
   requests: 0,
   ...newD1Meter(),
-  get d1_queries(): number {
-    return this.queries;
-  },
 };
+
+/** What an isolate reports of itself (`/__keyway/counters`, and op-mgmt's own in its stats). */
+export interface IsolateCounters {
+  requests: number;
+  d1_queries: number;
+  d1_rows_read: number;
+  d1_rows_written: number;
+  d1_size_bytes: number;
+}
+
+export function isolateSnapshot(): IsolateCounters {
+  const c = isolateCounters;
+  return {
+    requests: c.requests,
+    d1_queries: c.queries,
+    d1_rows_read: c.rows_read,
+    d1_rows_written: c.rows_written,
+    d1_size_bytes: c.size_bytes,
+  };
+}
 
 const counted = new WeakMap<object, Env>();
 
@@ -38,19 +55,7 @@ export function countingEnv(env: Env): Env {
 /** The internal paths every Keyway Worker answers, for op-mgmt only (the admin token is required). */
 export function mountIsolateRoutes(app: Hono<AppEnv>): void {
   app.use("/__keyway/*", requireAdmin);
-  app.get("/__keyway/counters", () =>
-    json(
-      {
-        requests: isolateCounters.requests,
-        d1_queries: isolateCounters.queries,
-        d1_rows_read: isolateCounters.rows_read,
-        d1_rows_written: isolateCounters.rows_written,
-        d1_size_bytes: isolateCounters.size_bytes,
-      },
-      200,
-      NO_STORE,
-    ),
-  );
+  app.get("/__keyway/counters", () => json(isolateSnapshot(), 200, NO_STORE));
   app.post("/__keyway/forget-client/:id", (c) => {
     forgetClient(c.req.param("id") ?? "");
     return new Response(null, { status: 204 });

@@ -4,7 +4,7 @@ import type { AppEnv } from "../../shared/app";
 import { STORE_NAMES } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json, NO_STORE } from "../../shared/http";
-import { askPeers, isolateCounters } from "../../shared/isolate";
+import { askPeers, type IsolateCounters, isolateSnapshot } from "../../shared/isolate";
 import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/router";
 import { shard } from "../../shared/stores";
 
@@ -24,14 +24,6 @@ const SUMMED = [
 type Summed = Record<(typeof SUMMED)[number], number>;
 const sumOf = <T extends Summed>(items: T[]): Summed =>
   Object.fromEntries(SUMMED.map((k) => [k, items.reduce((a, x) => a + (x[k] ?? 0), 0)])) as Summed;
-
-interface IsolateCounters {
-  requests: number;
-  d1_queries: number;
-  d1_rows_read: number;
-  d1_rows_written: number;
-  d1_size_bytes: number;
-}
 
 /** Every sharded Durable Object a login can touch: the five stores and the two write-behind objects. */
 const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit", "webhook"];
@@ -87,17 +79,12 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
   ]);
   // This isolate's counters and those of op-auth's and op-token's isolates it reaches.
   const isolates: IsolateCounters[] = [
-    {
-      requests: isolateCounters.requests,
-      d1_queries: isolateCounters.queries,
-      d1_rows_read: isolateCounters.rows_read,
-      d1_rows_written: isolateCounters.rows_written,
-      d1_size_bytes: isolateCounters.size_bytes,
-    },
+    isolateSnapshot(),
     ...peers.filter((p): p is IsolateCounters => p !== null && typeof p === "object"),
   ];
   const workers = (k: keyof IsolateCounters) => isolates.reduce((a, p) => a + (p[k] ?? 0), 0);
   const objects = sumOf(stores.map(([, s]) => s));
+  const calls = stores.reduce((a, [, s]) => a + s.total, 0);
   return json(
     {
       stores: Object.fromEntries(stores),
@@ -109,7 +96,7 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
         { pending: 0, delivered: 0, failed: 0, attempts_ok: 0, attempts_failed: 0 },
       ),
       totals: {
-        durable_object_calls: stores.reduce((a, [, s]) => a + s.total, 0),
+        durable_object_calls: calls,
         rows_written: objects.rows_written,
         // The Workers' D1 statements (a login's budget is none once its client and user are known).
         d1_queries: workers("d1_queries"),
@@ -117,7 +104,7 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
       // Everything Cloudflare bills, for `npm run cost` and an operator's own sums (issue 28, docs/cost.md).
       billing: {
         worker_requests: workers("requests"),
-        durable_object_requests: stores.reduce((a, [, s]) => a + s.total, 0) + objects.alarm_runs,
+        durable_object_requests: calls + objects.alarm_runs,
         durable_object_rows_written: objects.rows_written + objects.alarms_set,
         durable_object_rows_read: objects.rows_read,
         durable_object_alarms_set: objects.alarms_set,

@@ -241,8 +241,9 @@ async function redeemCode(
     opened.exp > now &&
     timingSafeEqualString(grant.redirect_uri, redirectUri) &&
     timingSafeEqualString(grant.code_challenge, challenge);
-  // Checked before the code is spent, so an ended login's code issues nothing; a family created for a
-  // code that then turns out spent or bad is never revealed and expires unused.
+  // The login's check and the code's spend are one transaction (redeemCodeForLogin; an older code is
+  // spent after the check), so an ended login's code issues nothing; a family created for a code that
+  // then turns out spent or bad is never revealed and expires unused.
   const event = requestAuditEvent(c, { ...issued, user: grant.sub });
   let spent: RedeemResult | undefined;
   const { plan, ended } = await prepareLoginGrant(
