@@ -29,9 +29,15 @@ export async function findUser(env: Env, tenant: string, id: string): Promise<Us
  * Sign-up is sign-in: the first verified email creates its user. An existing user (the common case)
  * costs one read; only a first login writes.
  */
-export async function findOrCreateUser(env: Env, tenant: string, email: string, now: number): Promise<User> {
+export async function findOrCreateUser(
+  env: Env,
+  tenant: string,
+  email: string,
+  now: number,
+): Promise<{ user: User; created: boolean }> {
   const existing = await findUserByEmail(env, tenant, email);
-  if (existing) return existing;
+  if (existing) return { user: existing, created: false };
+  const id = newUserId();
   // Only into a tenant that stands: an isolate may still hold a deleted tenant's record for a few
   // seconds, and no user may be created behind its purge (the default tenant has no row).
   const created = await env.DB.prepare(
@@ -39,10 +45,11 @@ export async function findOrCreateUser(env: Env, tenant: string, email: string, 
      SELECT ?, ?, ?, ?, ? WHERE ? = 'default' OR EXISTS (SELECT 1 FROM tenants WHERE id = ? AND status = 'active')
      ON CONFLICT(tenant, email) DO UPDATE SET email = email RETURNING *`,
   )
-    .bind(newUserId(), tenant, email, now, now, tenant, tenant)
+    .bind(id, tenant, email, now, now, tenant, tenant)
     .first<User>();
   if (!created) throw new OAuthError("access_denied", "this tenant does not take sign-ups now");
-  return created;
+  // A sign-up made at the same moment by another request wins the conflict: its row comes back.
+  return { user: created, created: created.id === id };
 }
 
 /**

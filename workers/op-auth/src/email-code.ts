@@ -282,13 +282,13 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   // Signed up by this very code (for the `user.created` webhook, from the sign_in event).
   let created = false;
   if (!userId) {
-    const row =
+    const found =
       config.SIGNUP === "open"
         ? await findOrCreateUser(c.env, config.TENANT, email, now)
-        : await findUserByEmail(c.env, config.TENANT, email);
-    if (!row) throw invalidCode();
-    created = row.created_at === now;
-    const known = { id: row.id };
+        : { user: await findUserByEmail(c.env, config.TENANT, email), created: false };
+    if (!found.user) throw invalidCode();
+    created = found.created;
+    const known = { id: found.user.id };
     userId = known.id;
     c.executionCtx.waitUntil(challenges.rememberUser(emailKey, known, now).catch(() => undefined));
   }
