@@ -1,3 +1,5 @@
+import type { z } from "zod";
+import { policyFields } from "../config";
 import { seal, unseal } from "../crypto";
 
 /**
@@ -124,28 +126,35 @@ export interface WebhookPolicy {
   timeout_ms: number;
 }
 
-export const WEBHOOK_POLICY_DEFAULTS: WebhookPolicy = {
-  retry_window_seconds: 86_400,
-  disable_after_failures: 50,
-  disable_after_seconds: 3 * 86_400,
-  timeout_ms: 10_000,
-};
+/** The webhook keys of the policy, with their bounds and defaults as the Workers' config has them. */
+const webhookPolicyFields = policyFields.pick({
+  webhook_retry_window_seconds: true,
+  webhook_disable_after_failures: true,
+  webhook_disable_after_seconds: true,
+  webhook_timeout_ms: true,
+});
+
+/** Parsed once per POLICY value (the store's env does not change while the object lives). */
+const parsed = new Map<string, WebhookPolicy>();
 
 export function webhookPolicy(env: { POLICY?: unknown }): WebhookPolicy {
-  let raw: Record<string, unknown> = {};
+  const text = typeof env.POLICY === "string" ? env.POLICY : "{}";
+  const hit = parsed.get(text);
+  if (hit) return hit;
+  let p: z.output<typeof webhookPolicyFields>;
   try {
-    raw = typeof env.POLICY === "string" ? (JSON.parse(env.POLICY) as Record<string, unknown>) : {};
+    p = webhookPolicyFields.parse(JSON.parse(text));
   } catch {
-    // The Workers refuse a broken POLICY at start-up; the store keeps the defaults.
+    // The Workers refuse a broken POLICY at start-up; the store keeps the defaults meanwhile.
+    p = webhookPolicyFields.parse({});
   }
-  const pick = (key: string, fallback: number) => {
-    const v = raw[`webhook_${key}`];
-    return typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : fallback;
+  const policy: WebhookPolicy = {
+    retry_window_seconds: p.webhook_retry_window_seconds,
+    disable_after_failures: p.webhook_disable_after_failures,
+    disable_after_seconds: p.webhook_disable_after_seconds,
+    timeout_ms: p.webhook_timeout_ms,
   };
-  return {
-    retry_window_seconds: pick("retry_window_seconds", WEBHOOK_POLICY_DEFAULTS.retry_window_seconds),
-    disable_after_failures: pick("disable_after_failures", WEBHOOK_POLICY_DEFAULTS.disable_after_failures),
-    disable_after_seconds: pick("disable_after_seconds", WEBHOOK_POLICY_DEFAULTS.disable_after_seconds),
-    timeout_ms: pick("timeout_ms", WEBHOOK_POLICY_DEFAULTS.timeout_ms),
-  };
+  if (parsed.size > 16) parsed.clear();
+  parsed.set(text, policy);
+  return policy;
 }

@@ -5,16 +5,11 @@
  * space-separated while a rotated secret overlaps the new one. Any Standard Webhooks verifier accepts it.
  */
 
+import { base64urlDecode } from "../crypto";
+
 const PREFIX = "whsec_";
 
 const toBase64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes));
-
-function fromBase64(value: string): Uint8Array {
-  const bin = atob(value);
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
-}
 
 /** A new signing secret: 32 random bytes (the spec asks for 24 to 64). */
 export function newWebhookSecret(): string {
@@ -30,7 +25,8 @@ function hmacKey(secret: string): Promise<CryptoKey> {
     if (!secret.startsWith(PREFIX)) throw new Error("a webhook secret starts with whsec_");
     key = crypto.subtle.importKey(
       "raw",
-      fromBase64(secret.slice(PREFIX.length)),
+      // Standard base64; the decoder takes it as well as base64url.
+      base64urlDecode(secret.slice(PREFIX.length)),
       { name: "HMAC", hash: "SHA-256" },
       false,
       ["sign"],
@@ -41,7 +37,7 @@ function hmacKey(secret: string): Promise<CryptoKey> {
   return key;
 }
 
-export async function webhookSignature(secret: string, id: string, timestamp: number, body: string): Promise<string> {
+async function webhookSignature(secret: string, id: string, timestamp: number, body: string): Promise<string> {
   const key = await hmacKey(secret);
   const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${timestamp}.${body}`));
   return `v1,${toBase64(new Uint8Array(mac))}`;
