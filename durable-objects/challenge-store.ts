@@ -4,6 +4,7 @@ import { shardNamed } from "../workers/shared/stores";
 import {
   type CapturedRow,
   type CarriedLimits,
+  type ClaimsSnapshot,
   type CountAtHome,
   type HomeCounts,
   type IssueChallenge,
@@ -152,7 +153,9 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       `CREATE TABLE IF NOT EXISTS known_users (
         email_key TEXT PRIMARY KEY,
         user_id TEXT NOT NULL,
-        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
+        expires_at INTEGER NOT NULL,
+        claims TEXT,
+        claims_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS known_users_exp ON known_users(expires_at)",
       // Per-IP quotas lived here before they moved to the Rate Limiting binding; nothing reads them.
       "DROP TABLE IF EXISTS ip_quota",
@@ -173,6 +176,11 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         "ALTER TABLE home_reports ADD COLUMN carry_from TEXT",
       ],
       carry_pending: ["ALTER TABLE carry_pending ADD COLUMN done INTEGER NOT NULL DEFAULT 0"],
+      // Shards created before entity grants (issue 24): the user's compiled claims, versioned.
+      known_users: [
+        "ALTER TABLE known_users ADD COLUMN claims TEXT",
+        "ALTER TABLE known_users ADD COLUMN claims_version INTEGER NOT NULL DEFAULT 0",
+      ],
     };
   }
 
@@ -731,8 +739,8 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
 
   #knownUser(emailKey: string, now: number): KnownUser | null {
     const row = this.sql
-      .exec<{ user_id: string; expires_at: number }>(
-        "SELECT user_id, expires_at FROM known_users WHERE email_key = ? AND expires_at > ?",
+      .exec<{ user_id: string; expires_at: number; claims: string | null }>(
+        "SELECT user_id, expires_at, claims FROM known_users WHERE email_key = ? AND expires_at > ?",
         emailKey,
         now,
       )
@@ -741,33 +749,70 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     // Read by a sign-in: extended when written more than a month ago (called inside its transaction).
     if (row.expires_at - now < KNOWN_USER_TTL_MS - KNOWN_USER_EXTEND_AFTER_MS)
       this.sql.exec("UPDATE known_users SET expires_at = ? WHERE email_key = ?", now + KNOWN_USER_TTL_MS, emailKey);
-    return { id: row.user_id };
+    return row.claims ? { id: row.user_id, claims: JSON.parse(row.claims) as ClaimsSnapshot } : { id: row.user_id };
   }
 
   /** Remembers which user an address belongs to, after the Worker read (or created) it in D1. */
   rememberUser(emailKey: string, user: KnownUser, now: number): Promise<void> {
-    return this.#remember([{ emailKey, id: user.id }], now);
+    return this.#remember([{ emailKey, ...user }], now, "upsert");
   }
 
   /** Remembers the users of many addresses at once (the admin API created them in D1), in one transaction. */
   rememberUsers(users: { emailKey: string; id: string }[], now: number): Promise<void> {
-    return this.#remember(users, now);
+    return this.#remember(users, now, "upsert");
+  }
+
+  /**
+   * A user's claims compiled anew after a grant changed (issue 24), so the next sign-in's verify, which
+   * reads this row already, carries them: a newer version replaces an older one, never the reverse.
+   * `update` writes only where the address is already known (with data residency, the admin API
+   * creates nothing about a person in a region).
+   */
+  rememberClaims(
+    users: { emailKey: string; id: string; claims: ClaimsSnapshot }[],
+    now: number,
+    mode: "upsert" | "update",
+  ): Promise<void> {
+    return this.#remember(users, now, mode);
   }
 
   // Verbs call each other only through private methods: every call of a verb is counted as served.
-  async #remember(users: { emailKey: string; id: string }[], now: number): Promise<void> {
+  async #remember(
+    users: { emailKey: string; id: string; claims?: ClaimsSnapshot | undefined }[],
+    now: number,
+    mode: "upsert" | "update",
+  ): Promise<void> {
     const expiresAt = now + KNOWN_USER_TTL_MS;
     this.ctx.storage.transactionSync(() => {
-      for (const u of users)
-        this.sql.exec(
-          `INSERT INTO known_users (email_key, user_id, expires_at) VALUES (?, ?, ?)
-           ON CONFLICT(email_key) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at`,
-          u.emailKey,
-          u.id,
-          expiresAt,
-        );
+      for (const u of users) {
+        const claims = u.claims ? JSON.stringify(u.claims) : null;
+        const version = u.claims?.v ?? 0;
+        if (mode === "update")
+          this.sql.exec(
+            "UPDATE known_users SET claims = ?, claims_version = ? WHERE email_key = ? AND user_id = ? AND claims_version < ?",
+            claims,
+            version,
+            u.emailKey,
+            u.id,
+            version,
+          );
+        else
+          this.sql.exec(
+            `INSERT INTO known_users (email_key, user_id, expires_at, claims, claims_version) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT(email_key) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at,
+               claims = CASE WHEN user_id IS NOT excluded.user_id OR excluded.claims_version > claims_version
+                 THEN excluded.claims ELSE claims END,
+               claims_version = CASE WHEN user_id IS NOT excluded.user_id OR excluded.claims_version > claims_version
+                 THEN excluded.claims_version ELSE claims_version END`,
+            u.emailKey,
+            u.id,
+            expiresAt,
+            claims,
+            version,
+          );
+      }
     });
-    await this.expireAt(expiresAt);
+    if (mode === "upsert") await this.expireAt(expiresAt);
   }
 
   /** Forgets an address's user (the admin API deleted it): the next sign-in reads D1 again. */

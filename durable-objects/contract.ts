@@ -20,6 +20,7 @@ export const STORE_BINDINGS = {
   mail: { binding: "MAIL_OUTBOX", class: "MailOutbox" },
   audit: { binding: "AUDIT", class: "AuditBuffer" },
   webhook: { binding: "WEBHOOKS", class: "WebhookOutbox" },
+  entity: { binding: "ENTITIES", class: "EntityStore" },
 } as const;
 
 // ---- The audit trail: events a store writes in its own transaction (audit-outbox.ts) or buffers (AuditBuffer).
@@ -83,6 +84,8 @@ export interface AuthRequest {
   resource?: string[];
   /** A login for a device's request (RFC 8628): it ends on the device page, not at a redirect URI. */
   device_user_code?: string;
+  /** Issue 24: the organization the login is for; its id and the user's roles in it go in the tokens. */
+  organization?: string;
 }
 
 export interface SessionInfo {
@@ -126,6 +129,11 @@ export type IssueResult =
 /** The user an address belongs to, as D1 said when it was last read (its email is the address itself). */
 export interface KnownUser {
   id: string;
+  /**
+   * The user's entity grants compiled for tokens (issue 24), as the EntityStore last pushed them or a
+   * sign-in read them: absent when the shard holds none (no grant, or written before grants existed).
+   */
+  claims?: ClaimsSnapshot;
 }
 
 export type VerifyResult =
@@ -317,6 +325,8 @@ export interface FamilyGrant {
   auth_time: number;
   /** RFC 8707: the resources granted; a refresh may ask for some of them, never another. */
   resource?: string[];
+  /** Issue 24: what the login's tokens carried from organizations and grants; a refresh recomputes it. */
+  claims?: LoginClaims;
 }
 
 export type RotateResult =
@@ -443,4 +453,127 @@ export interface ShardStats {
   audit_events_flushed: number;
   storage_bytes: number;
   since: number;
+}
+
+// ---- EntityStore: entities, grants and each user's compiled claims (issue 24).
+
+/**
+ * What an entity's attributes hold: JSON two levels deep (a value, a list of values, or an object of
+ * those). A bound the admin API enforces, and one the RPC types need (a recursive JSON type, or
+ * `unknown`, makes the stubs' types too deep to check).
+ */
+export type JsonLeaf = string | number | boolean | null;
+export type AttributeValue = JsonLeaf | JsonLeaf[] | { [key: string]: JsonLeaf | JsonLeaf[] };
+export type Attributes = { [key: string]: AttributeValue };
+
+/** One grant as a token's claims see it: the granted entity and what the grant gives. */
+export interface SnapshotGrant {
+  id: string;
+  type: string;
+  name: string;
+  roles: string[];
+  permissions: string[];
+  attributes: Attributes;
+}
+
+/**
+ * A subject's grants compiled when they change, versioned (each change of the subject's grants adds
+ * one), and pushed to where a login already reads (the address's ChallengeStore `known_users` row).
+ * Organizations come first; `over` says grants were left out to keep it under its size cap.
+ */
+export interface ClaimsSnapshot {
+  v: number;
+  grants: SnapshotGrant[];
+  over?: true;
+}
+
+/** What a login's tokens carry from organizations and grants (workers/shared/token-claims.ts projects it). */
+export interface LoginClaims {
+  org_id?: string;
+  org_roles?: string[];
+  /** The client template's claims, by name. */
+  extra?: { [claim: string]: AttributeValue | { [id: string]: string[] } };
+  truncated?: true;
+}
+
+export interface EntityRow {
+  id: string;
+  tenant: string;
+  type: string;
+  name: string;
+  external_id: string | null;
+  attributes: Attributes;
+  created_at: number;
+  updated_at: number;
+}
+
+/** One entity to create or update in its shard. */
+export interface EntityWrite {
+  /** An existing entity (an update), or the id a new one gets (issued onto this shard). */
+  id: string;
+  /** Set: the entity is found by it (upsert), and `id` is used only when none has it. */
+  external_id?: string | null;
+  type: string;
+  name: string;
+  attributes: Attributes;
+  /** Only update an existing entity (PATCH): never create. */
+  mustExist?: boolean;
+}
+
+export type EntityWriteResult =
+  | { status: "created" | "updated" | "unchanged"; entity: EntityRow; grantees: number }
+  | { status: "not_found" | "type_conflict" };
+
+/** A grant stored on its subject's shard, with a copy of what its target is. */
+export interface GrantRow {
+  subject: string;
+  target: string;
+  target_type: string;
+  target_name: string;
+  roles: string[];
+  permissions: string[];
+  created_at: number;
+  updated_at: number;
+}
+
+export interface GrantWrite {
+  subject: string;
+  /** `user` subjects have claims pushed to their address; `entity` subjects do not sign in. */
+  subject_kind: "user" | "entity";
+  /** HMAC of a user's address (the ChallengeStore key), so snapshots can be pushed without D1. */
+  email_key?: string | null;
+  target: string;
+  target_type: string;
+  target_name: string;
+  target_attributes: Attributes;
+  roles: string[];
+  permissions: string[];
+}
+
+/** A user subject whose snapshot changed: what the Worker pushes to the address's ChallengeStore shards. */
+export interface ChangedClaims {
+  subject: string;
+  email_key: string;
+  claims: ClaimsSnapshot;
+}
+
+export interface GrantsChanged {
+  /** Per item written or removed: whether it changed anything. */
+  changed: boolean[];
+  snapshots: ChangedClaims[];
+}
+
+/** Who holds grants to an entity: each subject, its shard, and a copy of the roles. */
+export interface GranteeRow {
+  subject: string;
+  subject_shard: string;
+  roles: string[];
+  permissions: string[];
+}
+
+/** A page of a shard's entities (by type, optionally by one attribute's value). */
+export interface EntityPage {
+  entities: EntityRow[];
+  /** Where the next page of this shard starts; null when the shard has no more. */
+  next: string | null;
 }

@@ -6,6 +6,7 @@
 export { AuditBuffer } from "./audit-buffer";
 export { AuthCodeStore } from "./auth-code-store";
 export { ChallengeStore } from "./challenge-store";
+export { EntityStore } from "./entity-store";
 export { MailOutbox } from "./mail-outbox";
 export { RefreshTokenRotator } from "./refresh-token-rotator";
 export { RevocationStore } from "./revocation-store";

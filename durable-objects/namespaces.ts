@@ -8,6 +8,7 @@ import type { AuditBuffer } from "./audit-buffer";
 import type { AuthCodeStore } from "./auth-code-store";
 import type { ChallengeStore } from "./challenge-store";
 import type { STORE_BINDINGS } from "./contract";
+import type { EntityStore } from "./entity-store";
 import type { MailOutbox } from "./mail-outbox";
 import type { RefreshTokenRotator } from "./refresh-token-rotator";
 import type { RevocationStore } from "./revocation-store";
@@ -18,6 +19,7 @@ export type {
   AuditBuffer,
   AuthCodeStore,
   ChallengeStore,
+  EntityStore,
   MailOutbox,
   RefreshTokenRotator,
   RevocationStore,
@@ -35,6 +37,7 @@ export interface StoreClasses {
   MailOutbox: MailOutbox;
   AuditBuffer: AuditBuffer;
   WebhookOutbox: WebhookOutbox;
+  EntityStore: EntityStore;
 }
 
 type Bindings = typeof STORE_BINDINGS;

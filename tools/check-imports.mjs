@@ -107,7 +107,7 @@ const table = new Map(
   [...contract.matchAll(/(\w+): \{ binding: "(\w+)", class: "(\w+)" \}/g)].map((m) => [m[2], m[3]]),
 );
 // The five stores, MailOutbox, AuditBuffer and WebhookOutbox.
-if (table.size !== 8) problems.push(`${CONTRACT}: STORE_BINDINGS should list 8 objects, found ${table.size}`);
+if (table.size !== 9) problems.push(`${CONTRACT}: STORE_BINDINGS should list 9 objects, found ${table.size}`);
 const configs = ["wrangler.toml", ...readdirSync(join(ROOT, "workers")).map((w) => `workers/${w}/wrangler.toml`)];
 for (const config of configs.filter((c) => existsSync(join(ROOT, c)))) {
   const text = readFileSync(join(ROOT, config), "utf8");

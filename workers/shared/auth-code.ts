@@ -2,6 +2,7 @@ import type { Config } from "./config";
 import { sha256 } from "./crypto";
 import { type ParsedId, parseId } from "./router";
 import { issueSealedId, openSealedId } from "./sealed-id";
+import type { LoginClaims } from "./token-claims";
 
 /** What an authorization code grants: the login it came from and the request it answers. */
 export interface CodeGrant {
@@ -17,6 +18,8 @@ export interface CodeGrant {
   email: string;
   sid: string;
   auth_time: number;
+  /** Issue 24: what the tokens carry from organizations and grants. */
+  claims?: LoginClaims;
 }
 
 interface CodeState {

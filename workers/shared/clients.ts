@@ -8,6 +8,7 @@ import { NO_STORE } from "./http";
 import { clientAddress, RATE_LIMIT_PERIOD_SECONDS, weighedLimit } from "./ip-quota";
 import { currentGeneration, routeKeyIn, type ShardRef, shardsIn } from "./router";
 import { shard } from "./stores";
+import { type TokenClaimsTemplate, templateOf } from "./token-claims";
 
 export type AuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt";
 
@@ -34,6 +35,8 @@ export interface Client {
   resources: string[];
   /** Issue 26: what its login pages and mail show instead of the tenant's branding. */
   branding: Branding;
+  /** Issue 24: what its tokens carry from organizations and entity grants; null for nothing. */
+  token_claims: TokenClaimsTemplate | null;
   created_at: number;
   updated_at: number;
 }
@@ -53,6 +56,7 @@ interface ClientRow {
   jwks: string | null;
   resources: string;
   branding?: string;
+  token_claims?: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -73,6 +77,7 @@ export function clientFromRow(row: ClientRow): Client {
     jwks: row.jwks ? (JSON.parse(row.jwks) as ClientJwks) : null,
     resources: JSON.parse(row.resources ?? "[]") as string[],
     branding: brandingOf(row.branding),
+    token_claims: templateOf(row.token_claims),
   };
 }
 

@@ -13,6 +13,9 @@ import { MAX_SHARDS } from "./shard-plan.ts";
 
 export const STORE_NAMES = ["session", "challenge", "code", "revocation", "refresh"] as const;
 export type StoreName = (typeof STORE_NAMES)[number];
+/** Stores whose generations can be appended live (POST /admin/v1/shards): the login's five and the entity store. */
+export const LIVE_STORES = [...STORE_NAMES, "entity"] as const;
+export type LiveStoreName = (typeof LIVE_STORES)[number];
 
 const shardCount = z.number().int().min(1).max(1024);
 /**
@@ -56,6 +59,12 @@ const rawShardsSchema = z
     /** Webhook queues (issue 25): an endpoint's messages stay in the shard chosen when it was created. */
     webhook: generations.default({ counts: [4], from: [0] }),
     /**
+     * Entities and grants (issue 24): sized by what they hold, not by logins (a login never calls
+     * them). An entity stays in the shard its id names; a generation appended when a shard grows past
+     * `entity_shard_split_bytes` takes the new ones (docs/storage.md).
+     */
+    entity: generations.default({ counts: [16], from: [0] }),
+    /**
      * A region's own counts (issue 12), for the stores it lists; the others follow the counts above.
      * A region's list is its own history: it only ever grows at the end, like the default's.
      */
@@ -64,7 +73,7 @@ const rawShardsSchema = z
         z.string().regex(/^[a-z][a-z0-9]{1,7}$/),
         z
           .object(storeGenerations)
-          .extend({ mail: generations, audit: generations, webhook: generations })
+          .extend({ mail: generations, audit: generations, webhook: generations, entity: generations })
           .partial()
           .strict(),
       )

@@ -1,4 +1,4 @@
-import { type Config, STORE_NAMES, type StoreName } from "./config";
+import { type Config, LIVE_STORES, type LiveStoreName } from "./config";
 import type { Env } from "./env";
 import { unavailable } from "./errors";
 import { errorField, log } from "./log";
@@ -11,7 +11,7 @@ import { withGenerations } from "./router";
  * API sets beyond that cache: by then every isolate routes it (accept before issue).
  */
 interface LiveGeneration {
-  store: StoreName;
+  store: LiveStoreName;
   gen: number;
   shards: number;
   issue_from: number;
@@ -28,7 +28,7 @@ export async function liveGenerations(env: Env, config: Config, now = Date.now()
     const { results } = await env.DB.prepare(
       "SELECT store, gen, shards, issue_from FROM shard_generations ORDER BY store, gen",
     ).all<LiveGeneration>();
-    cache = { readAt: now, rows: results.filter((r) => (STORE_NAMES as readonly string[]).includes(r.store)) };
+    cache = { readAt: now, rows: results.filter((r) => (LIVE_STORES as readonly string[]).includes(r.store)) };
   } catch (err) {
     // Without them an isolate would refuse every id of a live generation as made up: with nothing
     // known yet, answer 503 (retry) rather than guess; with something known, keep it and retry soon.
@@ -47,8 +47,8 @@ export async function withLiveShards(env: Env, config: Config): Promise<Config> 
   if (hit && hit.rows === rows) return hit.config;
   // A row continues its store's generations; one SHARDS already lists (the operator folded it into
   // the config) or one that leaves a gap is ignored.
-  const next = { ...Object.fromEntries(STORE_NAMES.map((s) => [s, config.SHARDS[s].length])) } as Record<
-    StoreName,
+  const next = { ...Object.fromEntries(LIVE_STORES.map((s) => [s, config.SHARDS[s].length])) } as Record<
+    LiveStoreName,
     number
   >;
   const extra: LiveGeneration[] = [];

@@ -2,6 +2,7 @@ import { createHmac } from "node:crypto";
 import {
   type Config,
   type Generations,
+  type LiveStoreName,
   type ShardConfig,
   type ShardedName,
   type StoreName,
@@ -61,11 +62,12 @@ export const ID_PREFIX = {
   sid: "sid",
   jti: "at",
   device: "dc",
+  entity: "ent",
 } as const;
 export type IdKind = keyof typeof ID_PREFIX;
 
 /** Which store an id of a given kind lives in. */
-export const ID_STORE: Record<IdKind, StoreName> = {
+export const ID_STORE: Record<IdKind, StoreName | "entity"> = {
   session: "session",
   tx: "session",
   code: "code",
@@ -74,6 +76,7 @@ export const ID_STORE: Record<IdKind, StoreName> = {
   sid: "revocation",
   jti: "revocation",
   device: "code",
+  entity: "entity",
 };
 
 export function fnv1a(input: string): number {
@@ -119,6 +122,8 @@ export const DRAIN_MS: Record<ShardedStore, number> = {
   audit: 2 * DAY,
   // An endpoint's queue stays where it was created: never retired.
   webhook: Number.POSITIVE_INFINITY,
+  // Entities live until deleted: never retired.
+  entity: Number.POSITIVE_INFINITY,
 };
 
 /**
@@ -391,7 +396,7 @@ export function shardsIn(shards: ShardConfig, region: string): ShardConfig {
  */
 export function withGenerations(
   base: ShardConfig,
-  extra: { store: StoreName; shards: number; issue_from: number }[],
+  extra: { store: LiveStoreName; shards: number; issue_from: number }[],
 ): ShardConfig {
   const names = Object.keys(base) as ShardedName[];
   const counts = Object.fromEntries(names.map((n) => [n, [...base[n]]])) as Record<string, number[]>;

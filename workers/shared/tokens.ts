@@ -66,12 +66,15 @@ export async function signAccessToken(
     iat: number;
     /** RFC 8707: the resources the token is for (its `aud`, with userinfo's). */
     resource?: string[] | undefined;
+    /** Issue 24: claims from organizations and grants (never one of the claims set here). */
+    extra?: Record<string, unknown> | undefined;
   },
 ): Promise<string> {
   const alg = config.POLICY.access_token_signing_alg;
   const key = (await keyRing(env, config)).signing[alg];
   // RFC 9068 §2.1: typ "at+jwt"; RS256 (the default) is the algorithm every resource server must support.
   return new SignJWT({
+    ...c.extra,
     client_id: c.client_id,
     scope: c.scope,
     sid: c.sid,
@@ -123,10 +126,13 @@ export async function signIdToken(
     email?: string | undefined;
     /** The access token issued with this ID token: its hash becomes `at_hash`. */
     accessToken: string;
+    /** Issue 24: claims from organizations and grants (never one of the claims set here). */
+    extra?: Record<string, unknown> | undefined;
   },
 ): Promise<string> {
   const key = (await keyRing(env, config)).signing[alg];
   const claims: JWTPayload = {
+    ...c.extra,
     auth_time: c.auth_time,
     amr: ["otp"],
     sid: c.sid,

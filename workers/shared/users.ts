@@ -12,6 +12,8 @@ export interface User {
   updated_at: number;
   last_login_at: number | null;
   revoked_at: number | null;
+  /** Issue 24: the EntityStore shard holding the user's grants (set at the first grant). */
+  entity_shard?: string | null;
 }
 
 export const newUserId = () => `usr_${randomToken(16)}`;

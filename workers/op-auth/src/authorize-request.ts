@@ -9,6 +9,7 @@ export const SUPPORTED_SCOPES = ["openid", "email", "profile", "offline_access"]
 
 /** RFC 7636 §4.2: an S256 challenge is BASE64URL(SHA-256(verifier)) without padding, 43 characters. */
 const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+const ORGANIZATION_ID = /^ent_[A-Za-z0-9_~-]{20,160}$/;
 const PROMPTS = new Set(["none", "login", "consent", "select_account"]);
 
 export interface ValidatedRequest extends AuthRequest {
@@ -75,6 +76,9 @@ export function validateAuthorizeRequest(
     maxAge = Number(params.max_age);
   }
   if (params.nonce !== undefined && params.nonce.length > 512) fail("invalid_request", "nonce is too long");
+  // Issue 24: an organization's id (an entity id); whether the user belongs to it is decided at sign-in.
+  if (params.organization !== undefined && !ORGANIZATION_ID.test(params.organization))
+    fail("invalid_request", "organization is not an organization id");
   if (state !== undefined && state.length > 8192) fail("invalid_request", "state is too long");
   // RFC 8707 §2.1: the resources the tokens will be for; an unregistered one is invalid_target.
   const resource = requestedResources(params.resource, client.resources, { uri: redirectUri, state });
@@ -91,6 +95,7 @@ export function validateAuthorizeRequest(
   if (maxAge !== undefined) req.max_age = maxAge;
   if (params.prompt !== undefined) req.prompt = params.prompt;
   if (resource) req.resource = resource;
+  if (params.organization !== undefined) req.organization = params.organization;
   // A hint that is not an email address (an opaque subject id, say) is ignored, not an error.
   const hint = params.login_hint?.trim();
   if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;

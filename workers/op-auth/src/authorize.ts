@@ -6,6 +6,7 @@ import { type CodeGrant, issueCode } from "../../shared/auth-code";
 import { type Client, findClient } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { sha256, timingSafeEqualString } from "../../shared/crypto";
+import { currentClaims } from "../../shared/entity-claims";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import {
@@ -20,13 +21,16 @@ import {
   setCookie,
 } from "../../shared/http";
 import { shard } from "../../shared/stores";
+import { type LoginClaims, projectClaims } from "../../shared/token-claims";
+import type { User } from "../../shared/users";
 import { authorizationResponseUrl } from "./authorization-response";
 import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";
 import { invalidRequestPage, pageError, unreadable } from "./errors";
 import { beginLoginTx, openVerifiedLogin } from "./login-tx";
 import { emailStep } from "./pages/login";
-import { txPageUi, txUiFor } from "./pages/ui";
-import { type BrowserSession, currentSession, sessionCookie, sessionStillStands, TX_COOKIE } from "./sessions";
+import { organizationPage } from "./pages/organizations";
+import { requestUi, txPageUi, txUiFor } from "./pages/ui";
+import { type BrowserSession, currentSession, sessionCookie, standingUser, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
 export async function authorize(c: Context<AppEnv>): Promise<Response> {
@@ -48,8 +52,8 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   // Errors about the client or its redirect URI are pages; the rest go back to the client (errors.ts).
   const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
   const request = validateAuthorizeRequest(params, client);
-  const session = await liveSession(c.env, config, c.req.raw, request);
-  if (session) return redirectWithCode(config, request, session);
+  const live = await liveSession(c.env, config, c.req.raw, request);
+  if (live) return answerFromSession(c, request, client as Client, live);
   if (request.prompts.has("none"))
     throw new OAuthError("login_required", undefined, {
       redirect: { uri: request.redirect_uri, state: request.state },
@@ -72,12 +76,60 @@ async function liveSession(
   config: Config,
   req: Request,
   request: ValidatedRequest,
-): Promise<BrowserSession | null> {
+): Promise<{ session: BrowserSession; user: User } | null> {
   if (request.prompts.has("login") || request.prompts.has("select_account")) return null;
   const session = await currentSession(env, config, req);
   if (!session) return null;
   if (request.max_age !== undefined && Date.now() / 1000 - session.auth_time > request.max_age) return null;
-  return (await sessionStillStands(env, config, session)) ? session : null;
+  const user = await standingUser(env, config, session);
+  return user ? { session, user } : null;
+}
+
+/**
+ * A request the browser's session answers. A client with a claims template, or a request naming an
+ * organization, gets the user's grants as they are now, from the EntityStore shard that holds them
+ * (issue 24): one call more than a plain session's code, never on the five-step login.
+ */
+async function answerFromSession(
+  c: Context<AppEnv>,
+  request: ValidatedRequest,
+  client: Client,
+  live: { session: BrowserSession; user: User },
+): Promise<Response> {
+  const config = c.get("config");
+  if (!client.token_claims && request.organization === undefined)
+    return redirectWithCode(config, request, live.session);
+  const snapshot = await currentClaims(c.env, config, live.user);
+  const projection = projectClaims(snapshot, client.token_claims, request.organization);
+  if (projection.status === "denied") throw accessDenied(request, projection.reason);
+  if (projection.status === "pick")
+    return organizationPage(requestUi(c, { uiLocales: request.ui_locales, client }), {
+      params: requestParams(request),
+      orgs: projection.orgs,
+    });
+  return redirectWithCode(config, request, live.session, {}, projection.claims);
+}
+
+const accessDenied = (request: AuthRequest, reason: string) =>
+  new OAuthError("access_denied", reason, { redirect: { uri: request.redirect_uri, state: request.state } });
+
+/**
+ * The authorization request's parameters, to ask it again (an organization picked): without
+ * `prompt` and `max_age`, since the login they asked for has just been made.
+ */
+function requestParams(request: AuthRequest): [string, string][] {
+  const out: [string, string][] = [
+    ["response_type", "code"],
+    ["client_id", request.client_id],
+    ["redirect_uri", request.redirect_uri],
+    ["scope", request.scope],
+    ["code_challenge", request.code_challenge],
+    ["code_challenge_method", "S256"],
+  ];
+  if (request.state !== undefined) out.push(["state", request.state]);
+  if (request.nonce !== undefined) out.push(["nonce", request.nonce]);
+  for (const r of request.resource ?? []) out.push(["resource", r]);
+  return out;
 }
 
 /**
@@ -89,7 +141,7 @@ async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest, client:
   const ttl = config.POLICY.login_tx_ttl_seconds;
   const { prompts: _, login_hint: loginHint, ui_locales: uiLocales, ...carried } = request;
   const ui = txUiFor(c, client, uiLocales);
-  const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"), ui);
+  const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"), ui, client.token_claims);
   const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,
     path: config.cookiePath,
@@ -130,7 +182,22 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   // A login for a device's request (RFC 8628) goes back to the device page, now signed in.
   if (login.request.device_user_code)
     return redirect(`${config.ISSUER}/device?user_code=${encodeURIComponent(login.request.device_user_code)}`, clearTx);
-  return redirectWithCode(config, login.request, login.session, clearTx);
+  // Issue 24: the organization rule refused the login (the session stands), or one must be picked:
+  // the request again, answered by the session just made, shows the choices.
+  const outcome = login.claims;
+  if (outcome && "denied" in outcome) {
+    return redirect(
+      authorizationResponseUrl(login.request.redirect_uri, config.ISSUER, {
+        error: "access_denied",
+        error_description: outcome.denied,
+        state: login.request.state,
+      }),
+      clearTx,
+    );
+  }
+  if (outcome && "pick" in outcome)
+    return redirect(`${config.ISSUER}/authorize?${new URLSearchParams(requestParams(login.request))}`, clearTx);
+  return redirectWithCode(config, login.request, login.session, clearTx, outcome?.claims);
 }
 
 /**
@@ -142,6 +209,7 @@ async function redirectWithCode(
   request: AuthRequest,
   session: SessionInfo,
   headers: Record<string, string> = {},
+  claims?: LoginClaims,
 ): Promise<Response> {
   const grant: CodeGrant = {
     client_id: request.client_id,
@@ -154,6 +222,7 @@ async function redirectWithCode(
     auth_time: session.auth_time,
     ...(request.nonce !== undefined ? { nonce: request.nonce } : {}),
     ...(request.resource ? { resource: request.resource } : {}),
+    ...(claims ? { claims } : {}),
   };
   const code = await issueCode(config, grant, Date.now());
   return redirect(

@@ -79,6 +79,8 @@ export async function devicePage(c: Context<AppEnv>): Promise<Response> {
     now,
     c.get("region"),
     txUi,
+    // A device login carries no organization claims: RFC 8628 has no parameter to choose one.
+    null,
   );
   const cookie = setCookie(cookieName(TX_COOKIE, config), id, {
     secure: config.secureCookies,

@@ -7,6 +7,7 @@ import { mailLookOf } from "../../shared/branding";
 import type { Config } from "../../shared/config";
 import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
+import { currentClaims } from "../../shared/entity-claims";
 import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
 import type { MessageKey } from "../../shared/i18n/index";
@@ -15,9 +16,10 @@ import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
 import { deliverOtp, otpMessage } from "../../shared/mail/index";
 import { issueId, recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../shared/router";
 import { shard } from "../../shared/stores";
+import { type Projection, projectClaims } from "../../shared/token-claims";
 import { findOrCreateUser, findUserByEmail } from "../../shared/users";
 import { pageError } from "./errors";
-import { type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
+import { type LoginOutcome, type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
 import type { PageMessage } from "./pages/layout";
 import { codeStep, emailStep } from "./pages/login";
 import { type PageUi, txPageUi } from "./pages/ui";
@@ -279,6 +281,8 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   // The user of the address: known to its shard after the first sign-in, else read (or created) in D1
   // and remembered there after the response. Its email is the normalized address itself.
   let userId = result.user?.id;
+  // The user's grants as the shard last had them pushed (issue 24): no call of their own.
+  let snapshot = result.user?.claims;
   // Signed up by this very code (for the `user.created` webhook, from the sign_in event).
   let created = false;
   if (!userId) {
@@ -288,11 +292,14 @@ export const verifyCode = loginPost("verify", async (c, post) => {
         : { user: await findUserByEmail(c.env, config.TENANT, email), created: false };
     if (!found.user) throw invalidCode();
     created = found.created;
-    const known = { id: found.user.id };
+    // A user with grants, unknown to this shard (a new generation, or residency): read them where they live.
+    snapshot = await currentClaims(c.env, config, found.user);
+    const known = snapshot ? { id: found.user.id, claims: snapshot } : { id: found.user.id };
     userId = known.id;
     c.executionCtx.waitUntil(challenges.rememberUser(emailKey, known, now).catch(() => undefined));
   }
   const user = { id: userId, email };
+  const claims = loginOutcome(projectClaims(snapshot, post.tx.template ?? null, post.tx.request.organization));
 
   // A new session every time, in the transaction's shard, stored when `redirect_to` is followed (it
   // carries the login sealed: login-tx.ts). Any session cookie the browser brought is replaced, never
@@ -305,6 +312,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     sessionHash: await sha256(sessionId),
     emailKey,
     created,
+    claims,
   });
   endReplacedSession(c);
 
@@ -318,6 +326,13 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     return new Response(null, { status: 303, headers: { Location: redirectTo, "Set-Cookie": cookie, ...NO_STORE } });
   return json({ redirect_to: redirectTo }, 200, { "Set-Cookie": cookie, ...NO_STORE });
 });
+
+/** A projection as the verified login seals it: claims, a picker, or a refusal (sent to the client at step 4). */
+function loginOutcome(p: Projection): LoginOutcome | undefined {
+  if (p.status === "pick") return { pick: true };
+  if (p.status === "denied") return { denied: p.reason };
+  return p.claims ? { claims: p.claims } : undefined;
+}
 
 /** The session cookie a browser brought to a new login is ended after the response. */
 function endReplacedSession(c: Context<AppEnv>): void {

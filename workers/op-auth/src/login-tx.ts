@@ -3,6 +3,7 @@ import type { Config } from "../../shared/config";
 import { sha256 } from "../../shared/crypto";
 import { currentGeneration, type ParsedId, shardsIn } from "../../shared/router";
 import { issueSealedId, openSealedId, sealOnto } from "../../shared/sealed-id";
+import type { LoginClaims, TokenClaimsTemplate } from "../../shared/token-claims";
 import type { TxUi } from "./pages/ui";
 
 /**
@@ -27,6 +28,8 @@ export interface LoginTx {
   expiresAt: number;
   /** The pages' language and look, chosen when the login began (issue 26). */
   ui?: TxUi | undefined;
+  /** The client's token claims template (issue 24), so the verify step projects claims without a lookup. */
+  template?: TokenClaimsTemplate | undefined;
 }
 
 interface TxState {
@@ -34,6 +37,7 @@ interface TxState {
   challenge_gen: number;
   exp: number;
   ui?: TxUi;
+  template?: TokenClaimsTemplate;
 }
 
 export async function beginLoginTx(
@@ -42,12 +46,14 @@ export async function beginLoginTx(
   now: number,
   region: string,
   ui: TxUi,
+  template: TokenClaimsTemplate | null,
 ): Promise<{ tx: string; id: string }> {
   const state: TxState = {
     request,
     challenge_gen: currentGeneration(shardsIn(config.SHARDS, region), "challenge"),
     exp: now + config.POLICY.login_tx_ttl_seconds * 1000,
     ui,
+    ...(template ? { template } : {}),
   };
   const { value, id } = await issueSealedId(config, "tx", "login-tx", state, { region });
   return { tx: value, id };
@@ -64,6 +70,7 @@ export async function openLoginTx(config: Config, value: unknown, now: number): 
     challengeGen: opened.state.challenge_gen,
     expiresAt: opened.state.exp,
     ui: opened.state.ui,
+    template: opened.state.template,
   };
 }
 
@@ -83,7 +90,15 @@ export interface VerifiedLogin {
   emailKey: string;
   /** The user was created by this sign-in (a sign-up). */
   created: boolean;
+  /** What the tokens carry from organizations and grants (issue 24), projected at verify. */
+  claims?: LoginOutcome | undefined;
 }
+
+/**
+ * The verify step's projection of the user's grants: claims for the code, or that the person must
+ * pick an organization, or that the client's organization rule refuses the login.
+ */
+export type LoginOutcome = { claims: LoginClaims } | { pick: true } | { denied: string };
 
 interface VerifiedState {
   request: AuthRequest;
@@ -91,13 +106,20 @@ interface VerifiedState {
   session_hash: string;
   email_key: string;
   created?: boolean;
+  claims?: LoginOutcome;
   exp: number;
 }
 
 export async function sealVerifiedLogin(
   config: Config,
   tx: LoginTx,
-  login: { session: SessionInfo; sessionHash: string; emailKey: string; created?: boolean },
+  login: {
+    session: SessionInfo;
+    sessionHash: string;
+    emailKey: string;
+    created?: boolean;
+    claims?: LoginOutcome | undefined;
+  },
 ): Promise<string> {
   const state: VerifiedState = {
     request: tx.request,
@@ -105,6 +127,7 @@ export async function sealVerifiedLogin(
     session_hash: login.sessionHash,
     email_key: login.emailKey,
     ...(login.created ? { created: true } : {}),
+    ...(login.claims ? { claims: login.claims } : {}),
     exp: tx.expiresAt,
   };
   return sealOnto(config, tx.id.id, "login-done", state);
@@ -122,5 +145,6 @@ export async function openVerifiedLogin(config: Config, value: unknown, now: num
     sessionHash: opened.state.session_hash,
     emailKey: opened.state.email_key,
     created: opened.state.created === true,
+    claims: opened.state.claims,
   };
 }

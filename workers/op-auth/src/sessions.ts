@@ -6,7 +6,7 @@ import { cookieName, getCookie } from "../../shared/http";
 import { type ParsedId, parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { isRevoked } from "../../shared/tokens";
-import { findUser, userStillValid } from "../../shared/users";
+import { findUser, type User, userStillValid } from "../../shared/users";
 
 export const TX_COOKIE = "kw_tx";
 export const SESSION_COOKIE = "kw_session";
@@ -37,9 +37,14 @@ export async function currentSession(env: Env, config: Config, req: Request): Pr
  * cookie to delete the row (CONTRACT §3 logout; checklist E3).
  */
 export async function sessionStillStands(env: Env, config: Config, session: SessionInfo): Promise<boolean> {
+  return (await standingUser(env, config, session)) !== null;
+}
+
+/** The session's user, when the session still stands (sessionStillStands); null when it does not. */
+export async function standingUser(env: Env, config: Config, session: SessionInfo): Promise<User | null> {
   const [user, revoked] = await Promise.all([
     findUser(env, config.TENANT, session.sub),
     isRevoked(env, config, { sid: session.sid }),
   ]);
-  return !revoked && userStillValid(user, session.auth_time);
+  return !revoked && userStillValid(user, session.auth_time) ? user : null;
 }

@@ -9,6 +9,7 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { askPeers } from "../../shared/isolate";
 import { isResourceIndicator, MAX_RESOURCES } from "../../shared/resources";
+import { tokenClaimsSchema } from "../../shared/token-claims";
 import { body, corsOrigin, redirectUri } from "./validation";
 
 const SCOPES = ["openid", "email", "profile", "offline_access"] as const;
@@ -52,6 +53,8 @@ const clientFields = {
     .max(MAX_RESOURCES),
   /** Issue 26: what the client's login pages and mail show instead of the tenant's branding. */
   branding: brandingSchema,
+  /** Issue 24: what its tokens carry from organizations and entity grants (docs/organizations.md). */
+  token_claims: tokenClaimsSchema.nullable(),
 };
 
 type ClientShape = {
@@ -104,6 +107,7 @@ export const createSchema = z
     jwks: clientFields.jwks.optional(),
     resources: clientFields.resources.default([]),
     branding: clientFields.branding.default({}),
+    token_claims: clientFields.token_claims.default(null),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -141,8 +145,8 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
-      branding, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      branding, token_claims, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -159,6 +163,7 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       input.jwks ? JSON.stringify(input.jwks) : null,
       JSON.stringify([...new Set(input.resources)]),
       JSON.stringify(input.branding),
+      input.token_claims ? JSON.stringify(input.token_claims) : null,
       now,
       now,
     )
@@ -205,7 +210,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
-      branding = ?, updated_at = ?
+      branding = ?, token_claims = ?, updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
@@ -220,6 +225,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       next.jwks ? JSON.stringify(next.jwks) : null,
       JSON.stringify([...new Set(next.resources)]),
       JSON.stringify(next.branding),
+      next.token_claims ? JSON.stringify(next.token_claims) : null,
       next.updated_at,
       id,
       current.tenant,

@@ -1,7 +1,14 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
-import { type Config, type ShardConfig, STORE_NAMES, type StoreName } from "../../shared/config";
+import {
+  type Config,
+  LIVE_STORES,
+  type LiveStoreName,
+  type ShardConfig,
+  STORE_NAMES,
+  type StoreName,
+} from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
@@ -21,7 +28,7 @@ export function listShards(c: Context<AppEnv>): Response {
   const now = Date.now();
   const storesOf = (shards: ShardConfig) =>
     Object.fromEntries(
-      STORE_NAMES.map((store) => {
+      LIVE_STORES.map((store) => {
         const generation = currentGeneration(shards, store, now);
         const from = shards.issueFrom[store];
         return [
@@ -142,7 +149,7 @@ async function measuredRates(
 export const MAX_GENERATION = 36 * 36 - 1;
 
 export const appendInput = z
-  .object({ store: z.enum(STORE_NAMES), shards: z.number().int().min(1).max(MAX_SHARDS) })
+  .object({ store: z.enum(LIVE_STORES), shards: z.number().int().min(1).max(MAX_SHARDS) })
   .strict();
 
 /**
@@ -174,7 +181,7 @@ export async function appendGeneration(c: Context<AppEnv>): Promise<Response> {
 export async function appendShardGeneration(
   env: Env,
   config: Config,
-  store: StoreName,
+  store: LiveStoreName,
   shards: number,
   now: number,
 ): Promise<{ generation: number; issueFrom: number }> {

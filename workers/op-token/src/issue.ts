@@ -2,6 +2,7 @@ import type { FamilyGrant } from "../../../durable-objects/contract";
 import type { Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";
+import { tokenClaimsOf } from "../../shared/token-claims";
 import { signAccessToken, signIdToken } from "../../shared/tokens";
 
 export interface TokenResponse {
@@ -36,6 +37,7 @@ export async function buildTokenResponse(
   plan: IssuePlan,
 ): Promise<TokenResponse> {
   const { grant } = plan;
+  const extra = tokenClaimsOf(grant.claims);
   // The ID token carries the access token's hash (at_hash), so the access token is signed first.
   const access_token = await signAccessToken(env, config, {
     sub: grant.sub,
@@ -47,6 +49,7 @@ export async function buildTokenResponse(
     jti: plan.jti,
     iat: plan.iat,
     resource: plan.resource,
+    extra,
   });
   const id_token = await signIdToken(env, config, client.id_token_signed_response_alg, {
     sub: grant.sub,
@@ -57,6 +60,7 @@ export async function buildTokenResponse(
     iat: plan.iat,
     email: plan.scope.split(" ").includes("email") ? grant.email : undefined,
     accessToken: access_token,
+    extra,
   });
   const response: TokenResponse = {
     access_token,

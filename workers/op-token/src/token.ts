@@ -8,12 +8,14 @@ import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { base64url, randomToken, seal, sha256, timingSafeEqualString, unseal } from "../../shared/crypto";
 import { DEVICE_GRANT } from "../../shared/device";
+import { currentClaims } from "../../shared/entity-claims";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
 import { parseResources, requestedResources } from "../../shared/resources";
 import { issueId, type ParsedId, parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
+import { projectClaims } from "../../shared/token-claims";
 import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
 import { corsClient } from "./cors";
@@ -259,6 +261,7 @@ async function redeemCode(
       ...(grant.nonce !== undefined ? { nonce: grant.nonce } : {}),
       // The family holds every resource authorized, so a refresh may ask for any of them (§2.2).
       ...(grant.resource ? { resource: grant.resource } : {}),
+      ...(grant.claims ? { claims: grant.claims } : {}),
     },
     good,
     now,
@@ -386,8 +389,21 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     await rotator.revokeFamily(familyHash);
     throw invalidGrant("the login this refresh token belongs to has ended");
   }
+  // Issue 24: claims as the user's grants are now, never as they were at the login: a grant revoked
+  // since is not in the new tokens, and a login for an organization the user left refreshes no more.
+  let claims = grant.claims;
+  if (claims || client.token_claims) {
+    const template = client.token_claims ? { ...client.token_claims, organization: "optional" as const } : null;
+    const projection = projectClaims(await currentClaims(env, config, user), template, grant.claims?.org_id);
+    if (projection.status !== "ok") {
+      await rotator.revokeFamily(familyHash);
+      throw invalidGrant("the organization membership this login was for has ended");
+    }
+    claims = projection.claims;
+  }
+  const { claims: _was, ...rest } = grant;
   return buildTokenResponse(env, config, client, {
-    grant: { ...grant, email: user.email },
+    grant: { ...rest, email: user.email, ...(claims ? { claims } : {}) },
     grantId,
     scope: plan.scope ?? grant.scope,
     resource: (plan.resource ?? grant.resource)?.filter((r) => client.resources.includes(r)),

@@ -75,6 +75,8 @@ export const ar: Catalogue = {
   "device.connected.message": "يمكنك العودة إلى جهازك الآن.",
   "device.denied.title": "رُفض الطلب",
   "device.denied.message": "لم يُسجَّل دخول الجهاز. يمكنك إغلاق هذه الصفحة.",
+  "org.title": "اختر مؤسسة",
+  "org.lead": "أنت عضو في عدة مؤسسات. لأيّها تسجّل الدخول إلى {app}؟",
 
   "logout.confirm.title": "تسجيل الخروج؟",
   "logout.confirm.lead": "طلب تطبيق تسجيل خروجك من هذا المتصفح.",

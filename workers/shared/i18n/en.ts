@@ -75,6 +75,8 @@ export const en = {
   "device.connected.message": "You can return to your device now.",
   "device.denied.title": "Request denied",
   "device.denied.message": "The device was not signed in. You can close this page.",
+  "org.title": "Choose an organization",
+  "org.lead": "You belong to several organizations. Which one are you signing in to {app} for?",
 
   "logout.confirm.title": "Sign out?",
   "logout.confirm.lead": "An application asked to sign you out of this browser.",

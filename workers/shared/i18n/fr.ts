@@ -77,6 +77,8 @@ export const fr: Catalogue = {
   "device.connected.message": "Vous pouvez revenir à votre appareil.",
   "device.denied.title": "Demande refusée",
   "device.denied.message": "L’appareil n’a pas été connecté. Vous pouvez fermer cette page.",
+  "org.title": "Choisissez une organisation",
+  "org.lead": "Vous faites partie de plusieurs organisations. Pour laquelle vous connectez-vous à {app} ?",
 
   "logout.confirm.title": "Se déconnecter ?",
   "logout.confirm.lead": "Une application a demandé à vous déconnecter de ce navigateur.",
