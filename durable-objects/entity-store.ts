@@ -187,6 +187,21 @@ export class EntityStore extends ShardStore {
     return row ? entityOf(row) : null;
   }
 
+  /** The entities of these ids in this shard, by id (a batch of grants reads its targets' types first). */
+  entitiesByIds(tenant: string, ids: string[]): Record<string, EntityRow> {
+    const out: Record<string, EntityRow> = {};
+    if (ids.length === 0) return out;
+    const rows = this.sql
+      .exec<EntitySqlRow>(
+        "SELECT e.* FROM json_each(?) j JOIN entities e ON e.id = j.value AND e.tenant = ?",
+        JSON.stringify(ids),
+        tenant,
+      )
+      .toArray();
+    for (const r of rows) out[r.id] = entityOf(r);
+    return out;
+  }
+
   /** The entities these external ids name in this shard (an upsert looks in earlier generations first). */
   findByExternalIds(tenant: string, externalIds: string[]): Record<string, EntityRow> {
     const out: Record<string, EntityRow> = {};
@@ -467,6 +482,7 @@ export class EntityStore extends ShardStore {
     subject: string,
     after: string | null,
     limit: number,
+    type: string | null = null,
   ): { grants: GrantRow[]; next: string | null } {
     const rows = this.sql
       .exec<{
@@ -480,11 +496,13 @@ export class EntityStore extends ShardStore {
         updated_at: number;
       }>(
         `SELECT subject, target, target_type, target_name, roles, permissions, created_at, updated_at
-         FROM grants WHERE subject = ? AND tenant = ? AND target > ? ORDER BY target LIMIT ?`,
+         FROM grants WHERE subject = ? AND tenant = ? AND target > ? AND (?5 IS NULL OR target_type = ?5)
+         ORDER BY target LIMIT ?4`,
         subject,
         tenant,
         after ?? "",
         limit,
+        type,
       )
       .toArray();
     return {

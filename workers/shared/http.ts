@@ -18,6 +18,16 @@ export function watchBody(req: Request, watch: BodyWatch): void {
 }
 
 /**
+ * For a handler that streams its body instead of reading it whole (an NDJSON import): the request
+ * counts as in flight from now, and the handler keeps its own pace.
+ */
+export function streamingBody(req: Request): ReadableStream<Uint8Array> | null {
+  bodyWatches.get(req)?.onRead();
+  bodyWatches.delete(req);
+  return req.body;
+}
+
+/**
  * Reads the request body as text: 413 over 64 KB (checked on Content-Length before reading, and
  * again while reading for chunked bodies), 408 when it has not arrived by the app's deadline, 400 for
  * invalid UTF-8 or NUL bytes.

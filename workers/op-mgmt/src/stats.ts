@@ -25,8 +25,11 @@ type Summed = Record<(typeof SUMMED)[number], number>;
 const sumOf = <T extends Summed>(items: T[]): Summed =>
   Object.fromEntries(SUMMED.map((k) => [k, items.reduce((a, x) => a + (x[k] ?? 0), 0)])) as Summed;
 
-/** Every sharded Durable Object a login can touch: the five stores and the two write-behind objects. */
-const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit", "webhook"];
+/**
+ * Every sharded Durable Object: the five stores, the write-behind objects, and the entity store (which
+ * no login calls: counted here so a budget test would see one that did).
+ */
+const OBJECTS: ShardedStore[] = [...STORE_NAMES, "mail", "audit", "webhook", "entity"];
 
 function statsOf(env: Env, ref: ShardRef): Promise<ShardStats> {
   // Every one of these classes has `stats()`; the stub's type is not narrowed over the union here.

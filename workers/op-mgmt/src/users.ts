@@ -10,6 +10,7 @@ import { keyShardsEverywhere, routeKey, shardAddress } from "../../shared/router
 import { shard } from "../../shared/stores";
 import { revokeUserEverywhere } from "../../shared/tokens";
 import { findUser, findUserByEmail, newUserId, type User } from "../../shared/users";
+import { dropUserGrants } from "./entities/service";
 import { body } from "./validation";
 
 const email = z.string().transform((v, ctx) => {
@@ -61,7 +62,7 @@ export async function importUsers(c: Context<AppEnv>): Promise<Response> {
  * to, one call per shard, so the first sign-in of a created or imported user reads no D1. Only a cache:
  * if a shard cannot take it, that user's first sign-in reads D1 instead.
  */
-async function rememberInShards(c: Context<AppEnv>, users: { id: string; email: string }[], now: number) {
+export async function rememberInShards(c: Context<AppEnv>, users: { id: string; email: string }[], now: number) {
   const config = c.get("config");
   // With residency, where a person signs in decides where her state may be; the admin API does not
   // know it, so it writes nothing about her to any region (her first sign-in reads D1 instead).
@@ -133,12 +134,14 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
 export async function deleteUser(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
   const userId = c.req.param("id") ?? "";
-  const row = await c.env.DB.prepare("DELETE FROM users WHERE id = ? AND tenant = ? RETURNING email")
+  const row = await c.env.DB.prepare("DELETE FROM users WHERE id = ? AND tenant = ? RETURNING email, entity_shard")
     .bind(userId, config.TENANT)
-    .first<{ email: string }>();
+    .first<{ email: string; entity_shard: string | null }>();
   if (!row) throw new OAuthError("not_found", "no such user");
   const emailKey = await auditEmailKey(config, row.email);
   await Promise.all([
+    // Its grants go with it (issue 24): the organizations it belonged to no longer list it.
+    dropUserGrants(c.env, config, { id: userId, entity_shard: row.entity_shard }),
     ...keyShardsEverywhere(config, "challenge", emailKey).map((ref) =>
       shard(c.env, "challenge", ref).forgetUser(emailKey),
     ),

@@ -1,0 +1,320 @@
+import { runInDurableObject } from "cloudflare:test";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { routeKey } from "../../workers/shared/router";
+import {
+  Browser,
+  codeFromSession,
+  loginForCode,
+  fullLogin,
+  pkce,
+  pinClock,
+  redeem,
+  refreshGrant,
+  registerClient,
+  shardStub,
+  type TestClient,
+  type Tokens,
+  uniqueEmail,
+  verifyJwt,
+} from "../support/harness";
+import { addMember, createOrganization, createUser, scoped } from "./support";
+
+/**
+ * Issue 24: organization and entity claims in tokens, with no call on the login's path. The user's
+ * grants reach the tokens through the snapshot pushed to the address's ChallengeStore row; a session's
+ * next code and a refresh read the grants as they are now.
+ */
+
+// The same address signs in several times per test: each login a minute after the last (the resend interval).
+let clock: (offset: number) => void;
+let elapsed = 0;
+const aMinuteLater = () => clock((elapsed += 61_000));
+beforeEach(() => {
+  clock = pinClock();
+  elapsed = 0;
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const claimsOf = async (tokens: Tokens) => ({
+  id: (await verifyJwt(tokens.id_token)).payload,
+  access: (await verifyJwt(tokens.access_token, { typ: "at+jwt" })).payload,
+});
+
+async function tokensFor(client: TestClient, code: string, verifier: string): Promise<Tokens> {
+  const res = await redeem(client, code, verifier);
+  expect(res.status, await res.clone().text()).toBe(200);
+  return (await res.json()) as Tokens;
+}
+
+describe("organizations in tokens (CONTRACT §8)", () => {
+  it("a user in two organizations: each login carries the organization asked for and the user's roles in it", async () => {
+    const acme = await createOrganization("Acme");
+    const globex = await createOrganization("Globex");
+    const user = await createUser();
+    await addMember(acme.id, user.id, ["admin", "billing"]);
+    await addMember(globex.id, user.id, ["viewer"]);
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+
+    const first = await fullLogin(client, user.email, { extra: { organization: acme.id } });
+    const a = await claimsOf(first.tokens);
+    expect(a.id).toMatchObject({ org_id: acme.id, org_roles: ["admin", "billing"] });
+    expect(a.access).toMatchObject({ org_id: acme.id, org_roles: ["admin", "billing"] });
+
+    // The same session, for the other organization: read from the user's EntityStore shard.
+    aMinuteLater();
+    const again = await codeFromSession(first.browser, client, { organization: globex.id });
+    const b = await claimsOf(await tokensFor(client, again.code, again.verifier));
+    expect(b.id).toMatchObject({ org_id: globex.id, org_roles: ["viewer"] });
+
+    // Without an organization asked for (and no template), nothing of them.
+    aMinuteLater();
+    const plain = await fullLogin(client, user.email);
+    expect((await claimsOf(plain.tokens)).id.org_id).toBeUndefined();
+  });
+
+  it("the snapshot the verify step reads is pushed to the address's ChallengeStore row when a membership changes", async () => {
+    const org = await createOrganization("Pushed");
+    const user = await createUser();
+    await addMember(org.id, user.id, ["member"]);
+    const config = (await import("../../workers/shared/config")).loadConfig(
+      (await import("cloudflare:test")).env as never,
+    );
+    const { auditEmailKey } = await import("../../workers/shared/audit");
+    const emailKey = await auditEmailKey(config, user.email);
+    const ref = routeKey(config, "challenge", emailKey, config.REGIONS.default);
+    const row = await runInDurableObject(shardStub("challenge", ref.gen, ref.shard), (_o, state) =>
+      state.storage.sql
+        .exec<{ user_id: string; claims: string; claims_version: number }>(
+          "SELECT user_id, claims, claims_version FROM known_users WHERE email_key = ?",
+          emailKey,
+        )
+        .toArray(),
+    );
+    expect(row).toHaveLength(1);
+    expect(row[0]?.user_id).toBe(user.id);
+    expect(JSON.parse(row[0]?.claims as string)).toMatchObject({
+      v: 1,
+      grants: [{ id: org.id, type: "organization", name: "Pushed", roles: ["member"] }],
+    });
+  });
+
+  it("a login for an organization the user is not in is refused with access_denied at the client", async () => {
+    const org = await createOrganization("Closed");
+    const user = await createUser();
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+    const browser = new Browser();
+    const { challenge } = await pkce();
+    const tx = await browser.startLogin(client, challenge, { organization: org.id });
+    await browser.postJson("/email-code/generate", { tx, email: user.email });
+    const { latestCode } = await import("../support/harness");
+    const ver = await browser.postJson("/email-code/verify", { tx, email: user.email, code: await latestCode(user.email) });
+    expect(ver.status).toBe(200);
+    const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
+    expect(fin.status).toBe(302);
+    const to = new URL(fin.headers.get("location") as string);
+    expect(to.searchParams.get("error")).toBe("access_denied");
+    expect(to.searchParams.get("state")).toBe("st-123");
+    expect(to.searchParams.get("code")).toBeNull();
+    // A malformed organization is invalid_request, before any login.
+    const bad = await browser.fetch(
+      `/authorize?${new URLSearchParams({ response_type: "code", client_id: client.client_id, redirect_uri: client.redirect_uris[0] as string, scope: "openid", code_challenge: challenge, code_challenge_method: "S256", organization: "not-an-org" })}`,
+    );
+    expect(bad.status).toBe(302);
+    expect(new URL(bad.headers.get("location") as string).searchParams.get("error")).toBe("invalid_request");
+  });
+
+  it("a client that requires an organization: the only one is chosen; with several, a page lists them and the choice ends the login", async () => {
+    const client = await registerClient({
+      token_endpoint_auth_method: "none",
+      token_claims: { organization: "required", claims: [{ claim: "org_name", source: "organization.name" }] },
+    });
+    const solo = await createOrganization("Solo");
+    const one = await createUser();
+    await addMember(solo.id, one.id, ["member"]);
+    const only = await fullLogin(client, one.email);
+    expect((await claimsOf(only.tokens)).id).toMatchObject({ org_id: solo.id, org_roles: ["member"], org_name: "Solo" });
+
+    const north = await createOrganization("North");
+    const south = await createOrganization("South");
+    const two = await createUser();
+    await addMember(north.id, two.id, ["owner"]);
+    await addMember(south.id, two.id, ["guest"]);
+    const browser = new Browser();
+    const { verifier, challenge } = await pkce();
+    const tx = await browser.startLogin(client, challenge);
+    await browser.postJson("/email-code/generate", { tx, email: two.email });
+    const { latestCode } = await import("../support/harness");
+    const ver = await browser.postJson("/email-code/verify", { tx, email: two.email, code: await latestCode(two.email) });
+    const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
+    expect(fin.status).toBe(302);
+    const picker = await browser.fetch(fin.headers.get("location") as string);
+    expect(picker.status).toBe(200);
+    const html = await picker.text();
+    expect(html).toContain("North");
+    expect(html).toContain("South");
+    expect(html).toContain(`name="organization" value="${south.id}"`);
+    // The choice: the same request with `organization`, as the page's form sends it.
+    const action = new URL(fin.headers.get("location") as string);
+    action.searchParams.set("organization", south.id);
+    const chosen = await browser.fetch(`${action.pathname}${action.search}`);
+    expect(chosen.status).toBe(302);
+    const code = new URL(chosen.headers.get("location") as string).searchParams.get("code") as string;
+    const tokens = await tokensFor(client, code, verifier);
+    expect((await claimsOf(tokens)).access).toMatchObject({ org_id: south.id, org_roles: ["guest"], org_name: "South" });
+
+    // A user in no organization cannot sign in to it.
+    const none = await createUser();
+    const denied = await loginForCode(client, none.email);
+    expect(denied.redirect.searchParams.get("error")).toBe("access_denied");
+    expect(denied.code).toBeNull();
+  });
+
+  it("template claims from the organization's attributes and from grants of another type, within the client's size cap", async () => {
+    const admin = scoped();
+    expect(
+      (
+        await admin("/entity-types", {
+          method: "POST",
+          json: { name: "project", roles: { lead: { permissions: ["project:write"] }, member: { permissions: ["project:read"] } } },
+        })
+      ).status,
+    ).toBeOneOf([201, 409]);
+    const org = await createOrganization("Initech", { attributes: { plan: "gold", seats: 40 } });
+    const user = await createUser();
+    await addMember(org.id, user.id, ["member"]);
+    const projects = [];
+    for (const name of ["Apollo", "Gemini"]) {
+      const res = await admin("/entities", { method: "POST", json: { type: "project", name, attributes: { code: name.slice(0, 3) } } });
+      expect(res.status).toBe(201);
+      projects.push((await res.json()) as { id: string });
+    }
+    for (const [i, p] of projects.entries()) {
+      const res = await admin("/grants", {
+        method: "POST",
+        json: { user_id: user.id, target_id: p.id, roles: [i === 0 ? "lead" : "member"] },
+      });
+      expect(res.status, await res.clone().text()).toBe(201);
+    }
+    // A role the template does not have is refused.
+    const wrong = await admin("/grants", { method: "POST", json: { user_id: user.id, target_id: projects[0]?.id, roles: ["boss"] } });
+    expect(wrong.status).toBe(400);
+
+    const client = await registerClient({
+      token_endpoint_auth_method: "none",
+      token_claims: {
+        claims: [
+          { claim: "plan", source: "organization.attributes.plan" },
+          { claim: "projects", source: "grants.project.names" },
+          { claim: "project_codes", source: "grants.project.attributes.code" },
+          { claim: "perms", source: "grants.project.permissions" },
+        ],
+      },
+    });
+    const { tokens } = await fullLogin(client, user.email, { extra: { organization: org.id } });
+    const { access } = await claimsOf(tokens);
+    expect(access.org_id).toBe(org.id);
+    expect(access.plan).toBe("gold");
+    expect([...(access.projects as string[])].sort()).toEqual(["Apollo", "Gemini"]);
+    expect([...(access.project_codes as string[])].sort()).toEqual(["Apo", "Gem"]);
+    expect([...(access.perms as string[])].sort()).toEqual(["project:read", "project:write"]);
+    expect(access.claims_truncated).toBeUndefined();
+
+    // Over the cap: the claims that fit, in order, and `claims_truncated`.
+    aMinuteLater();
+    const small = await registerClient({
+      token_endpoint_auth_method: "none",
+      token_claims: {
+        max_bytes: 256,
+        claims: [
+          { claim: "plan", source: "organization.attributes.plan" },
+          { claim: "everything", source: "grants.project.roles" },
+          { claim: "more", source: "grants.project.ids" },
+        ],
+      },
+    });
+    const cut = await claimsOf((await fullLogin(small, user.email, { extra: { organization: org.id } })).tokens);
+    expect(cut.id.plan).toBe("gold");
+    expect(cut.id.claims_truncated).toBe(true);
+    expect(JSON.stringify(cut.id).length).toBeLessThan(1500);
+
+    // A template naming a protocol claim is refused.
+    const reserved = await admin("/clients", {
+      method: "POST",
+      json: {
+        client_name: "bad",
+        redirect_uris: ["https://rp.example.com/cb"],
+        token_endpoint_auth_method: "none",
+        token_claims: { claims: [{ claim: "sub", source: "organization.name" }] },
+      },
+    });
+    expect(reserved.status).toBe(400);
+  });
+});
+
+describe("a grant change reaches the next tokens", () => {
+  it("a removed membership: gone from the next login at once, and its login's refresh is refused", async () => {
+    const org = await createOrganization("Leaving");
+    const user = await createUser();
+    await addMember(org.id, user.id, ["admin"]);
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+    const before = await fullLogin(client, user.email, { extra: { organization: org.id } });
+    expect((await claimsOf(before.tokens)).id.org_roles).toEqual(["admin"]);
+
+    const removed = await scoped()(`/organizations/${org.id}/members/${user.id}`, { method: "DELETE" });
+    expect(removed.status).toBe(204);
+    // The next login: the push happened before the admin call answered (a minute passes for the resend interval).
+    aMinuteLater();
+    const browser = new Browser();
+    const { challenge } = await pkce();
+    const tx = await browser.startLogin(client, challenge, { organization: org.id });
+    await browser.postJson("/email-code/generate", { tx, email: user.email });
+    const { latestCode } = await import("../support/harness");
+    const ver = await browser.postJson("/email-code/verify", { tx, email: user.email, code: await latestCode(user.email) });
+    const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
+    expect(new URL(fin.headers.get("location") as string).searchParams.get("error")).toBe("access_denied");
+
+    const refreshed = await refreshGrant(client, before.tokens.refresh_token as string);
+    expect(refreshed.status).toBe(400);
+    expect(await refreshed.json()).toMatchObject({ error: "invalid_grant" });
+  });
+
+  it("changed roles: the next refresh carries the new ones, never the revoked", async () => {
+    const org = await createOrganization("Shifting");
+    const user = await createUser();
+    await addMember(org.id, user.id, ["admin", "member"]);
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+    const { tokens } = await fullLogin(client, user.email, { extra: { organization: org.id } });
+    expect((await claimsOf(tokens)).access.org_roles).toEqual(["admin", "member"]);
+
+    await addMember(org.id, user.id, ["member"]);
+    const res = await refreshGrant(client, tokens.refresh_token as string);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const next = await claimsOf((await res.json()) as Tokens);
+    expect(next.access).toMatchObject({ org_id: org.id, org_roles: ["member"] });
+    expect(next.id).toMatchObject({ org_id: org.id, org_roles: ["member"] });
+
+    // Renaming the organization reaches the members' next tokens too (their copies are refreshed).
+    const client2 = await registerClient({
+      token_endpoint_auth_method: "none",
+      token_claims: { claims: [{ claim: "org_name", source: "organization.name" }] },
+    });
+    const renamed = await scoped()(`/organizations/${org.id}`, { method: "PATCH", json: { name: "Shifted" } });
+    expect(renamed.status).toBe(200);
+    aMinuteLater();
+    const after = await fullLogin(client2, user.email, { extra: { organization: org.id } });
+    expect((await claimsOf(after.tokens)).id.org_name).toBe("Shifted");
+  });
+});
+
+describe("users without grants are unchanged", () => {
+  it("a user who never had a grant signs in with no organization claims and no EntityStore shard", async () => {
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+    const email = uniqueEmail("plain");
+    const { tokens } = await fullLogin(client, email);
+    const { id } = await claimsOf(tokens);
+    expect(id.org_id).toBeUndefined();
+    expect(id.claims_truncated).toBeUndefined();
+  });
+});
