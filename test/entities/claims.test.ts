@@ -4,10 +4,10 @@ import { routeKey } from "../../workers/shared/router";
 import {
   Browser,
   codeFromSession,
-  loginForCode,
   fullLogin,
-  pkce,
+  loginForCode,
   pinClock,
+  pkce,
   redeem,
   refreshGrant,
   registerClient,
@@ -109,7 +109,11 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     const tx = await browser.startLogin(client, challenge, { organization: org.id });
     await browser.postJson("/email-code/generate", { tx, email: user.email });
     const { latestCode } = await import("../support/harness");
-    const ver = await browser.postJson("/email-code/verify", { tx, email: user.email, code: await latestCode(user.email) });
+    const ver = await browser.postJson("/email-code/verify", {
+      tx,
+      email: user.email,
+      code: await latestCode(user.email),
+    });
     expect(ver.status).toBe(200);
     const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
     expect(fin.status).toBe(302);
@@ -134,7 +138,11 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     const one = await createUser();
     await addMember(solo.id, one.id, ["member"]);
     const only = await fullLogin(client, one.email);
-    expect((await claimsOf(only.tokens)).id).toMatchObject({ org_id: solo.id, org_roles: ["member"], org_name: "Solo" });
+    expect((await claimsOf(only.tokens)).id).toMatchObject({
+      org_id: solo.id,
+      org_roles: ["member"],
+      org_name: "Solo",
+    });
 
     const north = await createOrganization("North");
     const south = await createOrganization("South");
@@ -146,7 +154,11 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     const tx = await browser.startLogin(client, challenge);
     await browser.postJson("/email-code/generate", { tx, email: two.email });
     const { latestCode } = await import("../support/harness");
-    const ver = await browser.postJson("/email-code/verify", { tx, email: two.email, code: await latestCode(two.email) });
+    const ver = await browser.postJson("/email-code/verify", {
+      tx,
+      email: two.email,
+      code: await latestCode(two.email),
+    });
     const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
     expect(fin.status).toBe(302);
     const picker = await browser.fetch(fin.headers.get("location") as string);
@@ -162,7 +174,11 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     expect(chosen.status).toBe(302);
     const code = new URL(chosen.headers.get("location") as string).searchParams.get("code") as string;
     const tokens = await tokensFor(client, code, verifier);
-    expect((await claimsOf(tokens)).access).toMatchObject({ org_id: south.id, org_roles: ["guest"], org_name: "South" });
+    expect((await claimsOf(tokens)).access).toMatchObject({
+      org_id: south.id,
+      org_roles: ["guest"],
+      org_name: "South",
+    });
 
     // A user in no organization cannot sign in to it.
     const none = await createUser();
@@ -177,7 +193,10 @@ describe("organizations in tokens (CONTRACT §8)", () => {
       (
         await admin("/entity-types", {
           method: "POST",
-          json: { name: "project", roles: { lead: { permissions: ["project:write"] }, member: { permissions: ["project:read"] } } },
+          json: {
+            name: "project",
+            roles: { lead: { permissions: ["project:write"] }, member: { permissions: ["project:read"] } },
+          },
         })
       ).status,
     ).toBeOneOf([201, 409]);
@@ -186,7 +205,10 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     await addMember(org.id, user.id, ["member"]);
     const projects = [];
     for (const name of ["Apollo", "Gemini"]) {
-      const res = await admin("/entities", { method: "POST", json: { type: "project", name, attributes: { code: name.slice(0, 3) } } });
+      const res = await admin("/entities", {
+        method: "POST",
+        json: { type: "project", name, attributes: { code: name.slice(0, 3) } },
+      });
       expect(res.status).toBe(201);
       projects.push((await res.json()) as { id: string });
     }
@@ -198,7 +220,10 @@ describe("organizations in tokens (CONTRACT §8)", () => {
       expect(res.status, await res.clone().text()).toBe(201);
     }
     // A role the template does not have is refused.
-    const wrong = await admin("/grants", { method: "POST", json: { user_id: user.id, target_id: projects[0]?.id, roles: ["boss"] } });
+    const wrong = await admin("/grants", {
+      method: "POST",
+      json: { user_id: user.id, target_id: projects[0]?.id, roles: ["boss"] },
+    });
     expect(wrong.status).toBe(400);
 
     const client = await registerClient({
@@ -271,7 +296,11 @@ describe("a grant change reaches the next tokens", () => {
     const tx = await browser.startLogin(client, challenge, { organization: org.id });
     await browser.postJson("/email-code/generate", { tx, email: user.email });
     const { latestCode } = await import("../support/harness");
-    const ver = await browser.postJson("/email-code/verify", { tx, email: user.email, code: await latestCode(user.email) });
+    const ver = await browser.postJson("/email-code/verify", {
+      tx,
+      email: user.email,
+      code: await latestCode(user.email),
+    });
     const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
     expect(new URL(fin.headers.get("location") as string).searchParams.get("error")).toBe("access_denied");
 

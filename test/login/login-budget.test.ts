@@ -171,6 +171,61 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(mailboxRead).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
   });
 
+  it("a returning user's login for an organization, with template claims from entity grants: the same 5 calls, no D1 query, no EntityStore call (issue 24)", async () => {
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const email = uniqueEmail("org-budget");
+    const user = (await (await admin("/users", { method: "POST", json: { email } }, e)).json()) as { id: string };
+    const org = (await (
+      await admin("/organizations", { method: "POST", json: { name: "Budget Inc", attributes: { plan: "gold" } } }, e)
+    ).json()) as { id: string };
+    expect(
+      (
+        await admin(
+          `/organizations/${org.id}/members`,
+          { method: "POST", json: { user_id: user.id, roles: ["admin"] } },
+          e,
+        )
+      ).status,
+    ).toBe(201);
+    await admin("/entity-types", { method: "POST", json: { name: "team" } }, e);
+    const team = (await (
+      await admin("/entities", { method: "POST", json: { type: "team", name: "Core" } }, e)
+    ).json()) as {
+      id: string;
+    };
+    expect(
+      (await admin("/grants", { method: "POST", json: { user_id: user.id, target_id: team.id, roles: ["lead"] } }, e))
+        .status,
+    ).toBe(201);
+    const client = await registerClient(
+      {
+        token_endpoint_auth_method: "none",
+        token_claims: {
+          claims: [
+            { claim: "plan", source: "organization.attributes.plan" },
+            { claim: "teams", source: "grants.team.names" },
+          ],
+        },
+      },
+      e,
+    );
+    const at = pinClock();
+    await fullLogin(client, email, { env: e, extra: { organization: org.id } });
+    at(11_000);
+    await drainAlarms();
+    const { mailboxRead, ...login } = await measuredLogin(e, client, email, "", { organization: org.id });
+    const calls = Object.values(login).reduce((a, s) => a + s.calls, 0);
+    const d1 = Object.values(login).reduce((a, s) => a + s.d1, 0);
+    expect(login.AuthorizeInit).toMatchObject({ calls: 0, d1: 0 });
+    expect(login.EmailCodeGenerate).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
+    expect(login.Token).toMatchObject({ calls: 2, byStore: { revocation: 1, refresh: 1 }, d1: 0 });
+    expect(calls).toBe(5);
+    expect(d1).toBe(0);
+    expect(mailboxRead.calls).toBe(1);
+  });
+
   it("a returning user's login at a tenant that is not `default`: the same 5 calls and no D1 query (issue 23)", async () => {
     const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
     const tenant = await createTenant({}, e);
@@ -406,6 +461,7 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
       "audit",
       "challenge",
       "code",
+      "entity",
       "mail",
       "refresh",
       "revocation",
@@ -415,6 +471,8 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     for (const store of ["challenge", "code", "refresh", "revocation", "session"])
       expect(stores[store]?.shards).toHaveLength(3);
     for (const store of ["mail", "audit", "webhook"]) expect(stores[store]?.shards).toHaveLength(4);
+    // The entity store (issue 24): its default count, which no login calls.
+    expect(stores.entity?.shards).toHaveLength(16);
     expect(totals.durable_object_calls).toBe(Object.values(stores).reduce((a, s) => a + s.total, 0));
   });
 
