@@ -3,7 +3,7 @@
 // quotas raised for load (every local request comes from 127.0.0.1, so the default 30 generates and 60
 // verifies per minute would cap a run at 0.5 logins/s; CONTRACT §6: raised, never switched off).
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,7 +57,10 @@ export function raisedPolicy(perMinute = 1_000_000) {
  * Starts the stack on a free port with fresh secrets (the generator behind `npm start`'s .dev.vars,
  * never the file itself), a fresh state folder and the bundles in a temporary folder.
  * Cron Triggers do not fire (a measured run has no work but its own) unless `cronEverySeconds` asks.
- * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number, cronEverySeconds?: number | false }} [opts]
+ * `dataset`: a folder whose state outlives the stack (issue 24: a data set loaded once by
+ * `npm run bench:import`, measured against later): its `state` folder and the secrets in its
+ * `vars.json` (written at first use), since ids and keys are bound to them; it is never removed.
+ * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number, cronEverySeconds?: number | false, dataset?: string }} [opts]
  */
 export async function startLoadStack({
   policy = raisedPolicy(),
@@ -65,15 +68,22 @@ export async function startLoadStack({
   port,
   inspectorPort,
   cronEverySeconds = false,
+  dataset,
 } = {}) {
   const tmp = mkdtempSync(join(tmpdir(), "keyway-load-"));
-  const secrets = generateSecrets();
+  let secrets = generateSecrets();
+  if (dataset) {
+    mkdirSync(dataset, { recursive: true });
+    const file = join(dataset, "vars.json");
+    if (existsSync(file)) secrets = JSON.parse(readFileSync(file, "utf8"));
+    else writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+  }
   const allVars = { ...secrets, POLICY: JSON.stringify(policy), ...vars };
   let stack;
   try {
     stack = await startStack({
       port: port ?? (await freePort()),
-      persistTo: join(tmp, "state"),
+      persistTo: dataset ? join(dataset, "state") : join(tmp, "state"),
       outDir: join(tmp, "dist"),
       vars: allVars,
       inspectorPort,

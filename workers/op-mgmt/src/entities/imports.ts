@@ -30,8 +30,11 @@ import {
 
 const KINDS = ["users", "entities", "grants"] as const;
 type Kind = (typeof KINDS)[number];
-/** Lines a batch writes at once. */
-const BATCH = 1_000;
+/**
+ * Lines a batch writes at once, by kind. Each batch commits once per shard it touches, and a commit is
+ * what a local write costs most: larger batches, fewer commits (a grant touches two shards and D1).
+ */
+const BATCH: Record<Kind, number> = { users: 5_000, entities: 5_000, grants: 2_000 };
 /** A job's lines: past it, the rest is refused (send it as another job); it keeps a request within a Worker's CPU limit. */
 export const MAX_JOB_LINES = 200_000;
 const MAX_LINE_BYTES = 16_384;
@@ -222,7 +225,7 @@ export async function runImport(c: Context<AppEnv>): Promise<Response> {
         fail(n, "not a JSON record");
         continue;
       }
-      if (batch.length >= BATCH) {
+      if (batch.length >= BATCH[kind]) {
         await flush(batch);
         batch = [];
       }
@@ -340,8 +343,9 @@ async function importGrants(
       ? []
       : (
           await c.env.DB.prepare(
-            `SELECT id, email, entity_shard FROM users WHERE tenant = ?1 AND
-               (id IN (SELECT value FROM json_each(?2)) OR email IN (SELECT value FROM json_each(?3)))`,
+            // Two index lookups (by id, by address), not one OR that would scan the tenant's users.
+            `SELECT id, email, entity_shard FROM users WHERE tenant = ?1 AND id IN (SELECT value FROM json_each(?2))
+             UNION SELECT id, email, entity_shard FROM users WHERE tenant = ?1 AND email IN (SELECT value FROM json_each(?3))`,
           )
             .bind(config.TENANT, JSON.stringify(ids), JSON.stringify(emails))
             .all<{ id: string; email: string; entity_shard: string | null }>()

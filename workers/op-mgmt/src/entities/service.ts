@@ -250,10 +250,12 @@ export async function writeGrants(
         ),
     ),
   );
-  const emailKeys = new Map<string, string>();
-  for (const r of ready)
-    if (r.item.subject.kind === "user" && !emailKeys.has(r.item.subject.id))
-      emailKeys.set(r.item.subject.id, await auditEmailKey(config, r.item.subject.email));
+  // Each user's address key, computed at once (HMACs awaited one by one cost more than the writes).
+  const users = new Map<string, string>();
+  for (const r of ready) if (r.item.subject.kind === "user") users.set(r.item.subject.id, r.item.subject.email);
+  const emailKeys = new Map(
+    await Promise.all([...users].map(async ([id, email]) => [id, await auditEmailKey(config, email)] as const)),
+  );
   const snapshots: ChangedClaims[] = [];
   await Promise.all(
     [...group(ready, (r) => r.item.subject.entity_shard)].map(async ([address, list]) => {
@@ -396,12 +398,15 @@ export async function assignEntityShards(
       routeKeyIn(config, "entity", `sub:${config.TENANT}:${u.id}`, current, regionOf(config)) as ShardRef,
     ),
   }));
-  const { results } = await env.DB.prepare(
-    `UPDATE users SET entity_shard = COALESCE(users.entity_shard, j.value ->> 's')
-     FROM json_each(?) AS j WHERE users.id = j.value ->> 'id' AND users.tenant = ? RETURNING users.id AS id, users.entity_shard AS s`,
-  )
-    .bind(JSON.stringify(proposed), config.TENANT)
-    .all<{ id: string; s: string }>();
+  // One batch (one round trip): a statement a user, each by its primary key, then the shards read back.
+  const set = env.DB.prepare("UPDATE users SET entity_shard = ? WHERE id = ? AND tenant = ? AND entity_shard IS NULL");
+  const [, ...rest] = await env.DB.batch<{ id: string; s: string }>([
+    ...proposed.map((p) => set.bind(p.s, p.id, config.TENANT)),
+    env.DB.prepare(
+      "SELECT id, entity_shard AS s FROM users WHERE id IN (SELECT value FROM json_each(?)) AND tenant = ?",
+    ).bind(JSON.stringify(proposed.map((p) => p.id)), config.TENANT),
+  ]);
+  const results = rest.at(-1)?.results ?? [];
   for (const r of results) out.set(r.id, r.s);
   return out;
 }
