@@ -28,7 +28,10 @@ import { addMember, createOrganization, createUser, scoped } from "./support";
 // The same address signs in several times per test: each login a minute after the last (the resend interval).
 let clock: (offset: number) => void;
 let elapsed = 0;
-const aMinuteLater = () => clock((elapsed += 61_000));
+const aMinuteLater = () => {
+  elapsed += 61_000;
+  clock(elapsed);
+};
 beforeEach(() => {
   clock = pinClock();
   elapsed = 0;
