@@ -5,12 +5,24 @@
 //   k6 run -e RATE=100 -e HOLD=120 -e BASE_URL=https://id.example.com -e MAILBOX=test ... k6/full-login.js
 //
 // See k6/README.md for every variable.
+
+import encoding from "k6/encoding";
 import exec from "k6/execution";
-import { createClient, createTenant, deleteClient, deleteTenant, readTenant, requireAdminToken } from "./lib/admin.js";
+import { Rate } from "k6/metrics";
+import {
+  createClient,
+  createTenant,
+  deleteClient,
+  deleteTenant,
+  ENTITY_CLAIMS_TEMPLATE,
+  readTenant,
+  requireAdminToken,
+  setUpEntityClaims,
+} from "./lib/admin.js";
 import { bool, cloudOptions, num, RAMP, usersNeeded } from "./lib/config.js";
 import { login } from "./lib/login.js";
 import { loginScriptOptions } from "./lib/metrics.js";
-import { emailForIteration, newRunId, seedUsers } from "./lib/users.js";
+import { emailForIteration, newRunId, seededEmail, seedUsers } from "./lib/users.js";
 
 const SCOPE = __ENV.SCOPE || "openid email offline_access";
 
@@ -32,6 +44,15 @@ const TENANT_IDS = (__ENV.TENANT_IDS || "")
   .map((s) => s.trim())
   .filter(Boolean);
 
+/**
+ * ENTITY_CLAIMS=1 (issue 24): each seeded user is a member of one organization and owns a device
+ * entity; the client's tokens carry the organization (asked for with `organization`), its plan, and
+ * the user's devices and permissions. `entity_claims_present` is the share of logins whose ID token
+ * carried them.
+ */
+const ENTITY_CLAIMS = bool("ENTITY_CLAIMS", false);
+const entityClaimsPresent = new Rate("entity_claims_present");
+
 export const options = loginScriptOptions({ setupTimeout: "5m", cloud: cloudOptions("Keyway full login") });
 
 export function setup() {
@@ -52,18 +73,40 @@ export function setup() {
     console.log(`${count} tenants, ${share} users each`);
     return { tenants, pool, existing: TENANT_IDS.length > 0 };
   }
-  const client = createClient(`k6 full-login ${runId}`, SCOPE);
+  const client = createClient(
+    `k6 full-login ${runId}`,
+    SCOPE,
+    undefined,
+    ENTITY_CLAIMS ? { token_claims: ENTITY_CLAIMS_TEMPLATE } : {},
+  );
   // Enough distinct users that the per-address resend interval (60 s) never throttles the run.
   const pool = seedUsers(runId, usersNeeded());
-  return { client, pool };
+  if (!ENTITY_CLAIMS) return { client, pool };
+  const emails = [];
+  for (let i = 0; i < pool.count; i++) emails.push(seededEmail(pool, i));
+  return { client, pool, organization: setUpEntityClaims(pool, emails) };
 }
 
 export default function (data) {
   if (PHASE_METRICS) exec.vu.metrics.tags.phase = Date.now() - exec.scenario.startTime < RAMP * 1000 ? "ramp" : "hold";
+  if (!data.tenants && data.organization) {
+    const out = login(data.client, emailForIteration(data.pool), { authParams: { organization: data.organization } });
+    if (out.ok) entityClaimsPresent.add(orgOf(out.tokens.id_token) === data.organization);
+    return out;
+  }
   if (!data.tenants) return login(data.client, emailForIteration(data.pool));
   const i = exec.scenario.iterationInTest;
   const { client } = data.tenants[i % data.tenants.length];
   login(client, emailForIteration(data.pool, Math.floor(i / data.tenants.length)));
+}
+
+/** The `org_id` an ID token carries (its signature was checked by the login's token step). */
+function orgOf(idToken) {
+  try {
+    return JSON.parse(encoding.b64decode(String(idToken).split(".")[1], "rawurl", "s")).org_id;
+  } catch {
+    return undefined;
+  }
 }
 
 export function teardown(data) {

@@ -13,6 +13,12 @@
 //   BASELINE=/path/to/other/checkout npm run bench another checkout of Keyway (e.g. an older main) too
 //   RESHARD=1 npm run bench                        instead, the long live reshard under load (admin API,
 //                                                  then the controller): RESHARD_RATE (50), RESHARD_HOLD (300)
+//   ENTITY_CLAIMS=1 DATASET=.keyway/dataset-10m npm run bench
+//                                                  issue 24: each rung twice on one stack, without and then
+//                                                  with organization and entity claims in the tokens
+//                                                  (k6 ENTITY_CLAIMS=1), against a data set that
+//                                                  `npm run bench:import` loaded (DATASET: its folder; none,
+//                                                  an empty one); the report compares the two per rung
 //
 // Each rung is one k6 run with its own setup (for Keyway a new client and RATE x STEP_SECONDS x 1.2
 // seeded users, imported through POST /admin/v1/users/import): RAMP seconds from 0 to the rate, then
@@ -70,6 +76,10 @@ const peer = process.env.PEER || "";
 if (peer && peer !== "oidc-provider" && peer !== "oidc-provider-redis")
   throw new Error(`PEER must be oidc-provider or oidc-provider-redis, got ${peer}`);
 const baselineDir = process.env.BASELINE || "";
+const entityClaims = process.env.ENTITY_CLAIMS === "1";
+const dataset = process.env.DATASET ? resolve(process.env.DATASET) : undefined;
+if (entityClaims && (peer || baselineDir))
+  throw new Error("ENTITY_CLAIMS=1 compares Keyway with itself: no PEER or BASELINE");
 
 /** @typedef {import("./lib/bench-ladder.mjs").Rung} Rung */
 /** @typedef {import("./lib/bench-targets.mjs").Target} Target */
@@ -115,7 +125,12 @@ const loadBefore = loadavg();
 const plan = [
   {
     name: "Keyway",
-    start: () => keywayTarget({ policy, port: process.env.PORT ? Number(process.env.PORT) : undefined }),
+    start: () =>
+      keywayTarget({
+        policy,
+        port: process.env.PORT ? Number(process.env.PORT) : undefined,
+        ...(dataset ? { dataset } : {}),
+      }),
   },
 ];
 if (baselineDir) plan.push({ name: "baseline", start: () => baselineTarget(baselineDir) });
@@ -154,6 +169,9 @@ for (const step of plan) {
   );
   /** @type {Rung[]} */
   const rungs = [];
+  /** ENTITY_CLAIMS=1: the same rungs with entity claims, run right after each plain one. @type {Rung[]} */
+  const claimRungs = [];
+  const withClaims = { ...target, name: `${target.name}, entity claims`, env: { ...target.env, ENTITY_CLAIMS: "1" } };
   /** @type {string | null} */
   let stopped = null;
   try {
@@ -168,6 +186,24 @@ for (const step of plan) {
         process.stdout.write(`bench: ${target.name} ${rate} logins/s${repeat > 1 ? ` (run ${rep})` : ""} ... `);
         const r = /** @type {Rung} */ (await runRung(target, { rate, ramp, hold, label, measure: true }));
         rungs.push(r);
+        if (entityClaims) {
+          await new Promise((res) => setTimeout(res, pause * 1000));
+          const c = /** @type {Rung} */ (
+            await runRung(withClaims, { rate, ramp, hold, label: `${label}-claims`, measure: true })
+          );
+          claimRungs.push(c);
+          console.log(
+            `\nbench: with entity claims: achieved ${c.achieved.toFixed(1)}/s, failed ${pct(c.errorRate)}, ` +
+              `CPU server ${cores(c.cpu?.server)}` +
+              (c.perLogin
+                ? `; per login ${c.perLogin.durableObjectCalls.toFixed(2)} DO calls, ${c.perLogin.d1Queries.toFixed(2)} D1`
+                : ""),
+          );
+          if (c.errorRate > maxErrors) {
+            stopped = `${pct(c.errorRate)} of the logins with entity claims failed at ${rate}/s`;
+            break rungLoop;
+          }
+        }
         const f = r.trends.full_flow;
         const pl = r.perLogin;
         console.log(
@@ -191,6 +227,7 @@ for (const step of plan) {
     if (keepTmp) console.log(`bench: k6 logs and summaries kept in ${target.tmp}`);
   }
   runs.push({ target, rungs, stopped, svgName: "" });
+  if (entityClaims) runs.push({ target: withClaims, rungs: claimRungs, stopped, svgName: "" });
 }
 
 if (!runs.some((r) => r.rungs.length)) {
@@ -225,7 +262,11 @@ const header =
   `# Benchmarks ${date}\n\n` +
   "Written by `npm run bench` (tools/bench.mjs): ladders of login rates against the production-like local " +
   "runtime, and any peer in the same run. Numbers are as measured; on a shared 2-core machine k6 and the server compete for the same cores.\n\n";
-writeFileSync(mdPath, existing ? `${existing.trimEnd()}\n\n${section}` : `${header}${section}`);
+const comparison = entityClaims ? claimsComparison(runs[0]?.rungs ?? [], runs[1]?.rungs ?? []) : "";
+writeFileSync(
+  mdPath,
+  existing ? `${existing.trimEnd()}\n\n${section}${comparison}` : `${header}${section}${comparison}`,
+);
 const plain = (/** @type {Target} */ t) => ({ name: t.name, description: t.description, policy: t.policy, url: t.url });
 writeFileSync(
   join(outDir, `${base}.json`),
@@ -250,3 +291,29 @@ writeFileSync(
 );
 console.log(`bench: wrote ${relative(REPO, mdPath)}, its charts and ${base}.json`);
 for (const run of runs) console.log(`${run.target.name}: ${verdict(run.rungs)}`);
+
+/**
+ * ENTITY_CLAIMS=1: per rate, the logins that passed a second and the server's CPU per login, without
+ * and with entity claims, and how far apart (issue 24 asks for at most 2 %).
+ * @param {Rung[]} plain @param {Rung[]} claims
+ */
+function claimsComparison(plain, claims) {
+  const cpuPerLogin = (/** @type {Rung} */ r) =>
+    r.cpu?.server && r.achieved ? (r.cpu.server / (r.achieved * (1 - r.errorRate))) * 1000 : null;
+  const passing = (/** @type {Rung} */ r) => r.achieved * (1 - r.errorRate);
+  const diff = (/** @type {number | null} */ a, /** @type {number | null} */ b) =>
+    a && b !== null ? `${(((b - a) / a) * 100).toFixed(1)} %` : "n/a";
+  const rows = plain.map((p, i) => {
+    const c = claims[i];
+    if (!c) return "";
+    const [pc, cc] = [cpuPerLogin(p), cpuPerLogin(c)];
+    return `| ${p.rate} | ${passing(p).toFixed(1)} | ${passing(c).toFixed(1)} | ${diff(passing(p), passing(c))} | ${pc?.toFixed(2) ?? "n/a"} | ${cc?.toFixed(2) ?? "n/a"} | ${diff(pc, cc)} | ${c.extra?.entityClaimsPresent ?? "n/a"} |`;
+  });
+  return (
+    "\n\n### Entity claims (issue 24)\n\n" +
+    `Each rate twice on the same stack${dataset ? `, on the data set in \`${relative(REPO, dataset)}\`` : ""}: without, then with organization and entity claims in every token (k6 \`ENTITY_CLAIMS=1\`: \`organization\` asked for, a template reading the organization's plan and the user's device grants).\n\n` +
+    "| rate (/s) | passing/s, plain | passing/s, claims | difference | server CPU ms/login, plain | claims | difference | ID tokens with org_id |\n" +
+    "| --- | --- | --- | --- | --- | --- | --- | --- |\n" +
+    `${rows.filter(Boolean).join("\n")}\n`
+  );
+}

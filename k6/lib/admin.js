@@ -32,16 +32,19 @@ export function registerClient(body, tenant) {
  * Registers the load test's confidential client (client_secret_basic), its ID tokens signed with ID_TOKEN_ALG.
  * The flow never follows the redirect URI.
  */
-export function createClient(name, scope, tenant) {
+export function createClient(name, scope, tenant, extra = {}) {
   const body = registerClient(
-    {
-      client_name: name,
-      redirect_uris: [REDIRECT_URI],
-      token_endpoint_auth_method: "client_secret_basic",
-      grant_types: ["authorization_code", "refresh_token"],
-      scope,
-      id_token_signed_response_alg: ID_TOKEN_ALG,
-    },
+    Object.assign(
+      {
+        client_name: name,
+        redirect_uris: [REDIRECT_URI],
+        token_endpoint_auth_method: "client_secret_basic",
+        grant_types: ["authorization_code", "refresh_token"],
+        scope,
+        id_token_signed_response_alg: ID_TOKEN_ALG,
+      },
+      extra,
+    ),
     tenant,
   );
   const client = { client_id: body.client_id, client_secret: body.client_secret, redirect_uri: REDIRECT_URI, scope };
@@ -111,4 +114,74 @@ export function importUsers(emails, tenant) {
     existing += body.existing || 0;
   }
   return { created, existing };
+}
+
+/** POSTs NDJSON records to an import job (issue 24); throws unless every line loaded. */
+function importNdjson(kind, records) {
+  for (let i = 0; i < records.length; i += 5000) {
+    const body = `${records
+      .slice(i, i + 5000)
+      .map((r) => JSON.stringify(r))
+      .join("\n")}\n`;
+    const res = http.post(`${BASE_URL}/admin/v1/imports/${kind}`, body, {
+      headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/x-ndjson" },
+      timeout: "300s",
+      tags: { step: "Admin", name: `POST /admin/v1/imports/${kind}` },
+    });
+    const job = jsonBody(res);
+    if (res.status !== 200 || !job || job.failed > 0)
+      throw new Error(`${kind} import failed at ${i}: ${describe(res)}`);
+  }
+}
+
+/** The template ENTITY_CLAIMS clients register: the organization's plan and the user's devices. */
+export const ENTITY_CLAIMS_TEMPLATE = {
+  claims: [
+    { claim: "plan", source: "organization.attributes.plan" },
+    { claim: "devices", source: "grants.device.ids" },
+    { claim: "device_permissions", source: "grants.device.permissions" },
+  ],
+};
+
+/**
+ * ENTITY_CLAIMS=1 (issue 24): an organization with a plan, and for each of the pool's users a device
+ * entity it owns and a membership in the organization, through the import jobs. Returns the
+ * organization's id, which every login asks for.
+ */
+export function setUpEntityClaims(pool, emails) {
+  requireAdminToken();
+  const params = adminParams();
+  const type = http.post(
+    `${BASE_URL}/admin/v1/entity-types`,
+    JSON.stringify({ name: "device", roles: { owner: { permissions: ["device:read", "device:write"] } } }),
+    params,
+  );
+  if (type.status !== 201 && type.status !== 409)
+    throw new Error(`could not create the device type: ${describe(type)}`);
+  const org = http.post(
+    `${BASE_URL}/admin/v1/organizations`,
+    JSON.stringify({ name: `k6 organization ${pool.runId}`, attributes: { plan: "enterprise" } }),
+    params,
+  );
+  const orgBody = jsonBody(org);
+  if (org.status !== 201 || !orgBody) throw new Error(`could not create the organization: ${describe(org)}`);
+  const started = Date.now();
+  importNdjson(
+    "entities",
+    emails.map((_, i) => ({
+      type: "device",
+      name: `k6 device ${i}`,
+      external_id: `k6dev-${pool.runId}-${i}`,
+      attributes: { slot: i },
+    })),
+  );
+  importNdjson(
+    "grants",
+    emails.flatMap((email, i) => [
+      { email, target_id: orgBody.id, roles: ["member"] },
+      { email, target_external_id: `k6dev-${pool.runId}-${i}`, roles: ["owner"] },
+    ]),
+  );
+  console.log(`entity claims: ${emails.length} devices and ${emails.length * 2} grants in ${Date.now() - started} ms`);
+  return orgBody.id;
 }

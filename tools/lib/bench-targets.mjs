@@ -39,8 +39,10 @@ async function keywayStats(url, adminToken) {
 }
 
 /** This checkout: the `npm start` runtime (scripts/stack.mjs) with fresh secrets and state. @returns {Promise<Target>} */
-export async function keywayTarget(/** @type {{ policy: Record<string, unknown>, port?: number }} */ o) {
-  const stack = await startLoadStack({ policy: o.policy, port: o.port });
+export async function keywayTarget(
+  /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string }} */ o,
+) {
+  const stack = await startLoadStack({ policy: o.policy, port: o.port, ...(o.dataset ? { dataset: o.dataset } : {}) });
   return {
     name: "Keyway",
     description: "this checkout, the `npm start` runtime (scripts/stack.mjs: the built Workers in one workerd)",

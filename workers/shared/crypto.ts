@@ -22,6 +22,26 @@ export function randomToken(bytes = 32): string {
   return base64url(crypto.getRandomValues(new Uint8Array(bytes)));
 }
 
+/** The base64url characters in ASCII order, so strings of them sort as the numbers they encode. */
+const SORTED_64 = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+
+/**
+ * 22 base64url characters that sort by creation time (like UUIDv7): the time in milliseconds in 8
+ * characters, then 84 random bits. Ids made from it are appended at the end of their shard's key
+ * order instead of at random places, which keeps a large table's inserts cheap (issue 24: entities).
+ * The time it was made can be read from it.
+ */
+export function timeOrderedToken(now = Date.now()): string {
+  let out = "";
+  let t = Math.floor(now);
+  for (let i = 0; i < 8; i++) {
+    out = (SORTED_64[t % 64] as string) + out;
+    t = Math.floor(t / 64);
+  }
+  for (const b of crypto.getRandomValues(new Uint8Array(14))) out += SORTED_64[b & 63];
+  return out;
+}
+
 /** A uniformly distributed string of `digits` decimal digits (rejection sampling, no modulo bias). */
 export function randomDigits(digits: number): string {
   const limit = 10 ** digits;

@@ -7,6 +7,7 @@ import type {
 } from "../../../../durable-objects/contract";
 import { auditEmailKey } from "../../../shared/audit";
 import type { Config } from "../../../shared/config";
+import { timeOrderedToken } from "../../../shared/crypto";
 import { pushClaims } from "../../../shared/entity-claims";
 import type { Env } from "../../../shared/env";
 import { OAuthError } from "../../../shared/errors";
@@ -113,8 +114,13 @@ export async function writeEntities(
       id = (item.id ?? prior?.id) as string;
       ref = parseId(config, "entity", id)?.ref ?? null;
     } else if (item.external_id) {
-      ({ id, ref } = issueId(config, "entity", { onto: externalShard(config, item.external_id, current) }));
-    } else ({ id, ref } = issueId(config, "entity", { region: regionOf(config) }));
+      ({ id, ref } = issueId(
+        config,
+        "entity",
+        { onto: externalShard(config, item.external_id, current) },
+        timeOrderedToken(now),
+      ));
+    } else ({ id, ref } = issueId(config, "entity", { region: regionOf(config) }, timeOrderedToken(now)));
     const write: EntityWrite = {
       id,
       type: item.type,
