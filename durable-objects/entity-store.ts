@@ -53,7 +53,8 @@ const entityOf = (r: EntitySqlRow): EntityRow => ({ ...r, attributes: JSON.parse
 
 export class StorageFull extends Error {
   constructor() {
-    super("entity shard full");
+    // Worded as SQLite's own (errors.ts platformErrorKind): a 503 with Retry-After, never a 500.
+    super("SQLITE_FULL: this entity shard is at its size cap; new entities go to the next generation");
   }
 }
 

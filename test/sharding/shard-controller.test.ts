@@ -33,8 +33,38 @@ const controllerEnv = (over: Record<string, unknown> = {}) =>
   });
 
 describe("the shard controller (issue 13)", () => {
-  it("does nothing unless enabled", async () => {
-    expect(await runShardController(env as never, loadConfig(env), Date.now())).toEqual([]);
+  it("does nothing unless enabled (but size the entity shards, issue 24)", async () => {
+    const decisions = await runShardController(env as never, loadConfig(env), Date.now());
+    expect(decisions.map((d) => [d.store, d.action])).toEqual([["entity", "none"]]);
+  });
+
+  it("appends an entity generation with twice the shards once a shard holds more than entity_shard_split_bytes (issue 24)", async () => {
+    const e = withVars({
+      POLICY: JSON.stringify({
+        client_cache_seconds: 0,
+        entity_shard_split_bytes: 16 * 1024 ** 2,
+        shard_controller: { enabled: true },
+      }),
+    });
+    const config = loadConfig(e);
+    const small = await runShardController(e as never, config, Date.now());
+    expect(small.find((d) => d.store === "entity")?.action).toBe("none");
+    // One shard past the limit: 20 MB of ballast written straight into its SQLite.
+    const stub = env.ENTITIES.get(env.ENTITIES.idFromName("entity:g0:s0"));
+    const { runInDurableObject } = await import("cloudflare:test");
+    await runInDurableObject(stub, (_o, state) => {
+      state.storage.sql.exec("CREATE TABLE IF NOT EXISTS ballast (n INTEGER PRIMARY KEY, b BLOB)");
+      for (let i = 0; i < 20; i++) state.storage.sql.exec("INSERT INTO ballast (b) VALUES (zeroblob(1048576))");
+    });
+    const grown = await runShardController(e as never, config, Date.now());
+    expect(grown.find((d) => d.store === "entity")).toMatchObject({ action: "grow", from: 16, to: 32 });
+    const listed = (await (await admin("/shards", {}, e)).json()) as {
+      stores: Record<string, { generations: number[] }>;
+    };
+    expect(listed.stores.entity?.generations).toEqual([16, 32]);
+    await runInDurableObject(stub, (_o, state) => {
+      state.storage.sql.exec("DROP TABLE ballast");
+    });
   });
 
   it("still decides when shards were evicted and started again between two runs (their counts since the start)", async () => {
@@ -58,8 +88,9 @@ describe("the shard controller (issue 13)", () => {
     const t0 = Date.now();
     // The first run only records each shard's counter: no rate yet.
     const first = await runShardController(e as never, config, t0);
-    expect(first.map((d) => d.action)).toEqual(["none", "none", "none", "none", "none"]);
-    expect(first.every((d) => d.busiest === null)).toBe(true);
+    const stores = first.filter((d) => d.store !== "entity");
+    expect(stores.map((d) => d.action)).toEqual(["none", "none", "none", "none", "none"]);
+    expect(stores.every((d) => d.busiest === null)).toBe(true);
 
     // Six logins in the next two seconds: each session shard of three takes calls well above 0.5/s.
     const client = await registerClient({}, e);

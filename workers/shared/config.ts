@@ -240,6 +240,18 @@ export const policyFields = z.object({
    */
   shard_config_cache_seconds: z.number().int().min(1).max(300).default(30),
   /**
+   * Issue 24: when an entity shard of the current generation holds more than this (bytes of SQLite),
+   * op-mgmt's cron appends an entity generation with twice the shards (new entities go there; existing
+   * ones stay), or, with the shard controller off, logs an error at every run. A Durable Object's
+   * SQLite stops at 10 GB; a shard refuses new writes at 9 GiB.
+   */
+  entity_shard_split_bytes: z
+    .number()
+    .int()
+    .min(16 * 1024 ** 2)
+    .max(8 * 1024 ** 3)
+    .default(4 * 1024 ** 3),
+  /**
    * The shard controller (op-mgmt's cron, issue 13): appends a generation with twice the shards when
    * a store's busiest shard stays above `ceiling_per_shard` calls/s, or with half when every shard
    * stays below `floor_per_shard`, for `runs` runs in a row, at most every `min_interval_minutes`,

@@ -6,6 +6,7 @@ import { withLiveShards } from "../../shared/live-shards";
 import { errorField, log } from "../../shared/log";
 
 import { currentGeneration, type Placement, placementOf } from "../../shared/router";
+import { MAX_SHARDS } from "../../shared/shard-plan";
 import { shard } from "../../shared/stores";
 import { appendShardGeneration } from "./shards";
 
@@ -22,7 +23,7 @@ interface Sample {
 }
 
 export interface ControllerDecision {
-  store: StoreName;
+  store: StoreName | "entity";
   /** Calls a second of the busiest shard and of the whole generation since the last run; null on the first. */
   busiest: number | null;
   total: number | null;
@@ -42,9 +43,15 @@ export interface ControllerDecision {
  */
 export async function runShardController(env: Env, base: Config, now: number): Promise<ControllerDecision[]> {
   const policy = base.POLICY.shard_controller;
-  if (!policy.enabled) return [];
   const config = await withLiveShards(env, base);
   const decisions: ControllerDecision[] = [];
+  // Entity shards grow with what they hold, not with traffic: checked at every run (issue 24).
+  try {
+    decisions.push(await controlEntitySize(env, config, now));
+  } catch (err) {
+    log("error", "shard controller: the entity shards could not be sized", { error: errorField(err) });
+  }
+  if (!policy.enabled) return decisions;
   for (const store of STORE_NAMES) {
     try {
       decisions.push(await controlStore(env, config, store, now));
@@ -53,6 +60,49 @@ export async function runShardController(env: Env, base: Config, now: number): P
     }
   }
   return decisions;
+}
+
+/**
+ * Issue 24: the entity store splits before any shard nears Cloudflare's 10 GB per Durable Object.
+ * When the largest shard of the current generation passes `entity_shard_split_bytes`, a generation
+ * with twice the shards is appended (the controller on), so new entities go there; existing ones stay
+ * in the shard their id names, which then grows only by their grants. With the controller off, the
+ * run logs an error instead: the operator appends one (`POST /admin/v1/shards {"store": "entity"}`).
+ */
+async function controlEntitySize(env: Env, config: Config, now: number): Promise<ControllerDecision> {
+  const gen = currentGeneration(config.SHARDS, "entity", now);
+  const count = config.SHARDS.entity[gen] as number;
+  const place = placementOf(config.REGIONS, config.REGIONS.default) as Placement;
+  const sizes = await Promise.all(
+    Array.from({ length: count }, async (_, s) => {
+      const stats = await shard(env, "entity", { store: "entity", place, gen, shard: s }).stats();
+      return stats.storage_bytes;
+    }),
+  );
+  const largest = Math.max(0, ...sizes);
+  const limit = config.POLICY.entity_shard_split_bytes;
+  if (largest <= limit)
+    return { store: "entity", busiest: largest, total: sizes.reduce((a, b) => a + b, 0), action: "none" };
+  const to = Math.min(MAX_SHARDS, count * 2);
+  if (!config.POLICY.shard_controller.enabled || to === count) {
+    log("error", "entity shards: the largest holds more than entity_shard_split_bytes; append a generation", {
+      largest,
+      limit,
+      shards: count,
+    });
+    return { store: "entity", busiest: largest, total: null, action: "waiting" };
+  }
+  try {
+    await appendShardGeneration(env, config, "entity", to, now);
+  } catch (err) {
+    if (!(err instanceof OAuthError && err.code === "conflict")) throw err;
+    return { store: "entity", busiest: largest, total: null, action: "waiting" };
+  }
+  await recordAudit(env, config, {
+    kind: "shard_change",
+    detail: { store: "entity", from: count, to, largest_bytes: largest, trigger: "entity_size" },
+  });
+  return { store: "entity", busiest: largest, total: null, action: "grow", from: count, to };
 }
 
 async function controlStore(env: Env, config: Config, store: StoreName, now: number): Promise<ControllerDecision> {
