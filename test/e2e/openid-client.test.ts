@@ -153,6 +153,60 @@ describe("openid-client against the npm start runtime", () => {
     expect(tokens.refresh_token).toBeTruthy();
   });
 
+  it("reads org_id and org_roles from a login for an organization, and the template's claims (issue 24)", async () => {
+    const admin = (path: string, body: unknown) =>
+      fetch(`${stack.url}/admin/v1${path}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${stack.adminToken}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const email = `e2e.org.${Date.now().toString(36)}@example.com`;
+    const user = (await (await admin("/users", { email })).json()) as { id: string };
+    const orgRes = await admin("/organizations", { name: "E2E Org", attributes: { plan: "pro" } });
+    expect(orgRes.status).toBe(201);
+    const org = (await orgRes.json()) as { id: string };
+    expect(
+      (await admin(`/organizations/${org.id}/members`, { user_id: user.id, roles: ["admin", "billing"] })).status,
+    ).toBe(201);
+    const redirectUri = `${stack.url}/e2e/callback`;
+    const registered = await registerE2EClient(stack, {
+      client_name: "openid-client organizations e2e",
+      redirect_uris: [redirectUri],
+      token_endpoint_auth_method: "client_secret_basic",
+      scope: "openid email",
+      token_claims: { claims: [{ claim: "plan", source: "organization.attributes.plan" }] },
+    });
+    const config = await oidc.discovery(
+      new URL(stack.url),
+      registered.client_id,
+      undefined,
+      oidc.ClientSecretBasic(registered.client_secret as string),
+      { execute: [oidc.allowInsecureRequests] },
+    );
+    const codeVerifier = oidc.randomPKCECodeVerifier();
+    const nonce = oidc.randomNonce();
+    const authorizationUrl = oidc.buildAuthorizationUrl(config, {
+      redirect_uri: redirectUri,
+      scope: "openid email",
+      code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+      code_challenge_method: "S256",
+      nonce,
+      organization: org.id,
+    });
+    const callbackUrl = await signInWithEmailCode(stack, authorizationUrl, email);
+    const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
+      pkceCodeVerifier: codeVerifier,
+      expectedNonce: nonce,
+      idTokenExpected: true,
+    });
+    expect(tokens.claims()).toMatchObject({
+      sub: user.id,
+      org_id: org.id,
+      org_roles: ["admin", "billing"],
+      plan: "pro",
+    });
+  });
+
   it("logs in to two tenants, each through its own discovery, issuer and keys (issue 23)", async () => {
     const email = `e2e.tenants.${Date.now().toString(36)}@example.com`;
     const subs: string[] = [];
