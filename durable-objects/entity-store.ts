@@ -521,6 +521,39 @@ export class EntityStore extends ShardStore {
     return this.#compile(subject, version);
   }
 
+  /**
+   * Deletes a deleted tenant's rows, at most `limit` of each table a call; true once none is left.
+   * Its entity ids all begin `ent_<tenant>~`, which is how its `grantees` rows are found.
+   */
+  purgeTenant(tenant: string, limit: number): boolean {
+    const prefix = `ent_${tenant}~`;
+    let left = false;
+    this.ctx.storage.transactionSync(() => {
+      for (const [table, key] of [
+        ["entities", "id"],
+        ["grants", "subject, target"],
+        ["subjects", "subject"],
+      ] as const) {
+        const cursor = this.sql.exec(
+          `DELETE FROM ${table} WHERE (${key}) IN (SELECT ${key} FROM ${table} WHERE tenant = ? LIMIT ?)`,
+          tenant,
+          limit,
+        );
+        cursor.toArray();
+        if (cursor.rowsWritten >= limit) left = true;
+      }
+      const cursor = this.sql.exec(
+        "DELETE FROM grantees WHERE (target, subject) IN (SELECT target, subject FROM grantees WHERE target >= ? AND target < ? LIMIT ?)",
+        prefix,
+        `${prefix}\u{10FFFF}`,
+        limit,
+      );
+      cursor.toArray();
+      if (cursor.rowsWritten >= limit) left = true;
+    });
+    return !left;
+  }
+
   #hasSubject(subject: string): boolean {
     return this.sql.exec("SELECT 1 FROM subjects WHERE subject = ?", subject).toArray().length > 0;
   }

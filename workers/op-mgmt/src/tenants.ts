@@ -8,7 +8,8 @@ import { json } from "../../shared/http";
 import { LOCALE_TAGS } from "../../shared/i18n/locales";
 import { askPeers } from "../../shared/isolate";
 import { firstKeyStatements, forgetKeyRing } from "../../shared/keys";
-import { DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/router";
+import { allShards, DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/router";
+import { shard } from "../../shared/stores";
 import {
   forgetTenant,
   type Tenant,
@@ -204,8 +205,9 @@ const DELETE_BATCH = 5_000;
  * `DELETE /admin/v1/tenants/{id}`: the tenant becomes a tombstone first (from then on every one of its
  * endpoints is 404 and every id, code, session, refresh token and access token it issued is refused:
  * ids name their tenant, tokens are signed with its keys), then its users, clients, keys and admin
- * keys are deleted in batches. What its logins left in the shared Durable Objects expires there by
- * alarm, unreachable. Its id is never given to another tenant.
+ * keys are deleted in batches, and so are its entities, grants and entity types (issue 24). What its
+ * logins left in the shared Durable Objects expires there by alarm, unreachable. Its id is never
+ * given to another tenant.
  */
 export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
   const id = c.req.param("tenant") ?? "";
@@ -221,6 +223,16 @@ export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
       .run();
     await forgetTenantEverywhere(c, id);
   }
+  // Its entities and grants (issue 24), in every entity shard, a batch at a time.
+  const shards = allShards(c.get("config"), "entity");
+  for (let round = 0; round < 50; round++) {
+    const done = await Promise.all(shards.map((ref) => shard(c.env, "entity", ref).purgeTenant(id, DELETE_BATCH)));
+    if (done.every(Boolean)) break;
+  }
+  await c.env.DB.batch([
+    c.env.DB.prepare("DELETE FROM entity_types WHERE tenant = ?").bind(id),
+    c.env.DB.prepare("DELETE FROM import_jobs WHERE tenant = ?").bind(id),
+  ]);
   for (const table of ["users", "clients", "signing_keys", "admin_keys"] as const) {
     const key = table === "clients" ? "client_id" : table === "signing_keys" ? "kid" : "id";
     for (;;) {
