@@ -181,7 +181,12 @@ describe("organizations in tokens (CONTRACT §8)", () => {
       org_id: south.id,
       org_roles: ["guest"],
       org_name: "South",
-    });
+    }); // Silent authentication cannot show the picker (OIDC Core §3.1.2.6).
+    const silent = new URL(fin.headers.get("location") as string);
+    silent.searchParams.set("prompt", "none");
+    const quiet = await browser.fetch(`${silent.pathname}${silent.search}`);
+    expect(quiet.status).toBe(302);
+    expect(new URL(quiet.headers.get("location") as string).searchParams.get("error")).toBe("interaction_required");
 
     // A user in no organization cannot sign in to it.
     const none = await createUser();

@@ -14,6 +14,7 @@ export type OAuthErrorCode =
   | "invalid_target"
   | "access_denied"
   | "login_required"
+  | "interaction_required"
   | "invalid_token"
   | "insufficient_scope"
   | "invalid_code"
@@ -47,6 +48,8 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   invalid_target: 400,
   access_denied: 403,
   login_required: 400,
+  // OIDC Core §3.1.2.6: prompt=none, and the request needs the person (issue 24: an organization to pick).
+  interaction_required: 400,
   invalid_token: 401,
   insufficient_scope: 403,
   invalid_code: 400,

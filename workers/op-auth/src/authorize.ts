@@ -102,11 +102,16 @@ async function answerFromSession(
   const snapshot = await currentClaims(c.env, config, live.user);
   const projection = projectClaims(snapshot, client.token_claims, request.organization);
   if (projection.status === "denied") throw accessDenied(request, projection.reason);
-  if (projection.status === "pick")
+  if (projection.status === "pick") {
+    if (request.prompts.has("none"))
+      throw new OAuthError("interaction_required", "the person must pick an organization", {
+        redirect: { uri: request.redirect_uri, state: request.state },
+      });
     return organizationPage(requestUi(c, { uiLocales: request.ui_locales, client }), {
       params: requestParams(request),
       orgs: projection.orgs,
     });
+  }
   return redirectWithCode(config, request, live.session, {}, projection.claims);
 }
 
