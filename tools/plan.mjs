@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run plan -- --peak <logins/s> --typical <logins/s> [--refresh-per-login N] [--userinfo-per-s N]
+// npm run plan -- --peak <logins/s> --typical <logins/s> [--refresh-per-login N] [--userinfo-per-s N] [--entities N]
 // Each store's shard count for that traffic, with its reasoning (workers/shared/shard-plan.ts, the same
 // code as POST /admin/v1/shards/plan), and the SHARDS value to deploy or append as a generation.
 //
@@ -8,7 +8,7 @@
 // /admin/v1/shards/plan with `measured`; ADMIN_TOKEN from the environment, else .dev.vars).
 import { parseArgs } from "node:util";
 import { readDevVars } from "../scripts/lib/local.mjs";
-import { planShards } from "../workers/shared/shard-plan.ts";
+import { planEntityShards, planShards } from "../workers/shared/shard-plan.ts";
 
 const { values } = parseArgs({
   options: {
@@ -16,6 +16,7 @@ const { values } = parseArgs({
     typical: { type: "string" },
     "refresh-per-login": { type: "string", default: "0" },
     "userinfo-per-s": { type: "string", default: "0" },
+    entities: { type: "string" },
     measure: { type: "string" },
     window: { type: "string", default: "10" },
     "peak-factor": { type: "string", default: "3" },
@@ -83,6 +84,11 @@ if (input.typical > input.peak) {
   process.exit(2);
 }
 const plan = planShards(input);
+// Issue 24: the entity store is sized by what it holds.
+const entity = values.entities !== undefined ? planEntityShards(number(values.entities, "entities")) : null;
 print(plan);
-console.log(`\nSHARDS='${JSON.stringify(Object.fromEntries(plan.map((p) => [p.store, [p.shards]])))}'`);
+if (entity) console.log(`entity: ${entity.shards} shards. ${entity.reasoning}`);
+const counts = Object.fromEntries(plan.map((p) => [p.store, [p.shards]]));
+if (entity) counts.entity = [entity.shards];
+console.log(`\nSHARDS='${JSON.stringify(counts)}'`);
 console.log("On a running deployment, append each count as a new generation with a `from` (docs/sharding.md).");

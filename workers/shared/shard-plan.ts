@@ -25,6 +25,43 @@ export interface TrafficInput {
   refresh_per_login?: number;
   /** Userinfo and introspection calls a second (they read the revocation store). */
   userinfo_per_s?: number;
+  /** Issue 24: entities (with their grants) the entity store will hold; it is sized by them, not by logins. */
+  entities?: number;
+}
+
+/** An entity with ten attributes, its indexes and a share of grants, as `npm run bench:import` measured it. */
+export const ENTITY_BYTES = 1_100;
+/** What an entity shard is planned to hold: half of where the controller splits it (4 GiB by default). */
+export const ENTITY_SHARD_TARGET_BYTES = 2 * 1024 ** 3;
+
+/**
+ * The entity store's shard count for `entities`: enough that each holds at most
+ * ENTITY_SHARD_TARGET_BYTES (no fewer than the default 16), so the first split is far off.
+ */
+export function planEntityShards(entities: number): EntityPlan {
+  const bytes = entities * ENTITY_BYTES;
+  const needed = Math.max(16, Math.ceil(bytes / ENTITY_SHARD_TARGET_BYTES));
+  const shards = Math.min(needed, MAX_SHARDS);
+  return {
+    store: "entity",
+    entities,
+    bytes,
+    shards,
+    bytes_per_shard: Math.round(bytes / shards),
+    reasoning:
+      `${entities} entities at about ${ENTITY_BYTES} bytes each (attributes, indexes, grants) is ${round(bytes / 1024 ** 3)} GiB; ` +
+      `at most ${ENTITY_SHARD_TARGET_BYTES / 1024 ** 3} GiB a shard (half the 4 GiB split point, well under a Durable Object's 10 GB) needs ${needed}` +
+      (needed > MAX_SHARDS ? `: capped at ${MAX_SHARDS}; split the tenants over regions` : ""),
+  };
+}
+
+export interface EntityPlan {
+  store: "entity";
+  entities: number;
+  bytes: number;
+  shards: number;
+  bytes_per_shard: number;
+  reasoning: string;
 }
 
 export interface StorePlan {

@@ -14,7 +14,7 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { forgetLiveGenerations } from "../../shared/live-shards";
 import { allShards, currentGeneration, firstLiveGeneration, placementOf, shardsIn } from "../../shared/router";
-import { MAX_SHARDS, planFromRates, planShards } from "../../shared/shard-plan";
+import { MAX_SHARDS, planEntityShards, planFromRates, planShards } from "../../shared/shard-plan";
 import { shard } from "../../shared/stores";
 import { body } from "./validation";
 
@@ -65,7 +65,14 @@ export function listShards(c: Context<AppEnv>): Response {
 
 const rate = z.number().min(0).max(1_000_000);
 const trafficInput = z
-  .object({ peak: rate, typical: rate, refresh_per_login: rate.optional(), userinfo_per_s: rate.optional() })
+  .object({
+    peak: rate,
+    typical: rate,
+    refresh_per_login: rate.optional(),
+    userinfo_per_s: rate.optional(),
+    /** Issue 24: entities the entity store will hold (it is sized by them). */
+    entities: z.number().int().min(0).max(1e12).optional(),
+  })
   .strict()
   .refine((v) => v.typical <= v.peak, { message: "typical cannot exceed peak", path: ["typical"] });
 const measuredInput = z
@@ -93,7 +100,15 @@ export async function planShardCounts(c: Context<AppEnv>): Promise<Response> {
   const input = await body(c, planInput);
   if (!("measured" in input)) {
     const plan = planShards(input);
-    return json({ plan, shards: Object.fromEntries(plan.map((p) => [p.store, p.shards])) });
+    const entity = input.entities !== undefined ? planEntityShards(input.entities) : null;
+    return json({
+      plan,
+      ...(entity ? { entity } : {}),
+      shards: {
+        ...Object.fromEntries(plan.map((p) => [p.store, p.shards])),
+        ...(entity ? { entity: entity.shards } : {}),
+      },
+    });
   }
   const { window_seconds, peak_factor } = input.measured;
   const rates = await measuredRates(c.env, c.get("config"), window_seconds * 1000);
