@@ -266,15 +266,23 @@ export class EntityStore extends ShardStore {
       )
       .one();
     if (!window.last) return { entities: [], next: null };
+    // json_extract gives 1 for true and 0 for false, so the JSON type is compared too: a boolean matches
+    // booleans only, a number numbers only, a string strings only.
+    const value = o.attribute.value;
+    const jsonTypes =
+      typeof value === "boolean" ? [String(value)] : typeof value === "number" ? ["integer", "real"] : ["text"];
     const rows = this.sql
       .exec<EntitySqlRow>(
-        `SELECT * FROM entities WHERE tenant = ? ${typeClause} AND id > ? AND id <= ? AND json_extract(attributes, ?) = ? ORDER BY id LIMIT ?`,
+        `SELECT * FROM entities WHERE tenant = ? ${typeClause} AND id > ? AND id <= ? AND json_extract(attributes, ?) = ?
+         AND json_type(attributes, ?) IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?`,
         o.tenant,
         ...typeArg,
         after,
         window.last,
         path,
-        typeof o.attribute.value === "boolean" ? Number(o.attribute.value) : o.attribute.value,
+        typeof value === "boolean" ? Number(value) : value,
+        path,
+        JSON.stringify(jsonTypes),
         o.limit,
       )
       .toArray();
@@ -371,11 +379,16 @@ export class EntityStore extends ShardStore {
    * The subject side: creates or updates grants, in one transaction. A subject whose grants changed
    * gets its next version; a user subject's snapshot is returned for the Worker to push.
    */
-  writeGrants(tenant: string, items: GrantWrite[], now: number): GrantsChanged {
+  writeGrants(tenant: string, items: GrantWrite[], now: number): GrantsChanged & { created: boolean[] } {
     this.#roomLeft();
     return this.ctx.storage.transactionSync(() => {
       const touched = new Map<string, GrantWrite>();
+      // Per item: whether it made a new grant (not one that existed, changed or not).
+      const created: boolean[] = [];
       const changed = items.map((g) => {
+        const existed =
+          this.sql.exec("SELECT 1 FROM grants WHERE subject = ? AND target = ?", g.subject, g.target).toArray().length >
+          0;
         const roles = JSON.stringify(g.roles);
         const permissions = JSON.stringify(g.permissions);
         const attributes = JSON.stringify(g.target_attributes);
@@ -400,6 +413,7 @@ export class EntityStore extends ShardStore {
         );
         cursor.toArray();
         const wrote = cursor.rowsWritten > 0;
+        created.push(wrote && !existed);
         if (wrote || !this.#hasSubject(g.subject)) touched.set(g.subject, g);
         return wrote;
       });
@@ -408,7 +422,7 @@ export class EntityStore extends ShardStore {
         const snapshot = this.#bump(tenant, subject, g.subject_kind, g.email_key ?? null);
         if (snapshot) snapshots.push(snapshot);
       }
-      return { changed, snapshots };
+      return { changed, created, snapshots };
     });
   }
 

@@ -255,6 +255,51 @@ describe("the pages in Chromium", () => {
     }
   }, 60_000);
 
+  it("picks an organization (issue 24): a page listing the person's organizations, accessible, that ends the login", async () => {
+    const tenant = await brandedTenant("pages-org");
+    const email = `org.${Date.now()}@example.com`;
+    const user = (await admin(`/tenants/${tenant.id}/users`, { method: "POST", json: { email } })) as { id: string };
+    const orgs = [];
+    for (const name of ["Acme Europe", "Acme Americas"]) {
+      const org = (await admin(`/tenants/${tenant.id}/organizations`, { method: "POST", json: { name } })) as {
+        id: string;
+      };
+      await admin(`/tenants/${tenant.id}/organizations/${org.id}/members`, {
+        method: "POST",
+        json: { user_id: user.id, roles: ["member"] },
+      });
+      orgs.push(org);
+    }
+    await admin(`/tenants/${tenant.id}/clients/${tenant.clientId}`, {
+      method: "PATCH",
+      json: { token_claims: { organization: "required" } },
+    });
+    // The page has no script of its own (its choices are a GET form); the audit runs axe in it.
+    const context = await browser.newContext({ locale: "fr-FR" });
+    const { page, cspErrors } = await openPage(context);
+    try {
+      await page.goto(authorizationUrl(tenant, "st-org"));
+      await page.fill("#email", email);
+      await page.click("button[type=submit]");
+      await page.waitForSelector("#code");
+      await page.fill("#code", await latestCode(tenant.issuer, email));
+      await page.click("form[action$='/email-code/verify'] button");
+      await page.waitForSelector("ul.choices button");
+      expect(await page.locator("h1").textContent()).toBe("Choisissez une organisation");
+      expect(await page.locator("ul.choices button").allTextContents()).toEqual(["Acme Americas", "Acme Europe"]);
+      await audit(page, "org-picker", cspErrors);
+      await Promise.all([
+        page.waitForURL((u) => u.origin === assetOrigin),
+        page.click(`button[value="${orgs[0]?.id}"]`),
+      ]);
+      const back = new URL(page.url());
+      expect(back.searchParams.get("state")).toBe("st-org");
+      expect(back.searchParams.get("code")).toBeTruthy();
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+
   for (const L of LANGUAGES) {
     it(`${L.lang}: sign in with a wrong code, a resend, another address and a pasted code; connect a device; sign out`, async () => {
       const tenant = await brandedTenant(`pages-${L.lang}`);

@@ -120,7 +120,14 @@ export function projectClaims(
   } else if (template?.organization === "required") {
     if (orgs.length === 0) return { status: "denied", reason: "the user is not a member of any organization" };
     if (orgs.length > 1)
-      return { status: "pick", orgs: orgs.slice(0, PICKER_MAX).map((g) => ({ id: g.id, name: g.name })) };
+      return {
+        status: "pick",
+        // By name, as a person looks for one.
+        orgs: orgs
+          .slice(0, PICKER_MAX)
+          .map((g) => ({ id: g.id, name: g.name }))
+          .sort((a, b) => a.name.localeCompare(b.name)),
+      };
     org = orgs[0];
   }
   const claims: LoginClaims = {};

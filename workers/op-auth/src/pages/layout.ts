@@ -39,6 +39,7 @@ button{font:inherit;cursor:pointer}
 .primary{margin-top:16px;width:100%;padding:11px;border:0;border-radius:8px;background:var(--primary);color:var(--on-primary);font-weight:600}
 .secondary{margin-top:10px;width:100%;padding:10px;border:1px solid var(--accent);border-radius:8px;background:#fff;color:var(--accent);font-weight:600}
 .secondary:disabled{border-color:#8a919c;color:#4b5563;cursor:not-allowed}
+.choices{list-style:none;margin:16px 0 0;padding:0}
 .link{padding:0;border:0;background:none;color:var(--accent);text-decoration:underline;text-underline-offset:2px}
 a{color:var(--accent)}
 :focus-visible{outline:3px solid var(--accent);outline-offset:2px}

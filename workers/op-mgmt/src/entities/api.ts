@@ -311,7 +311,7 @@ export async function createGrant(c: Context<AppEnv>): Promise<Response> {
   const outcome = await grantOnce(c, subject, target, input.roles, input.permissions);
   return json(
     { subject: subject.id, subject_kind: subject.kind, target, roles: input.roles, permissions: input.permissions },
-    outcome.status === "written" ? 201 : 200,
+    outcome.status === "created" ? 201 : 200,
   );
 }
 
@@ -420,7 +420,7 @@ export async function addMember(c: Context<AppEnv>): Promise<Response> {
   const outcome = await grantOnce(c, subject, org.id, input.roles, []);
   return json(
     { organization_id: org.id, user_id: subject.id, roles: input.roles },
-    outcome.status === "written" ? 201 : 200,
+    outcome.status === "created" ? 201 : 200,
   );
 }
 

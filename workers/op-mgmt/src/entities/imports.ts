@@ -390,7 +390,8 @@ async function importGrants(
     Date.now(),
   );
   outcomes.forEach((o, i) => {
-    if (o.status === "written") job.created++;
+    if (o.status === "created") job.created++;
+    else if (o.status === "updated") job.updated++;
     else if (o.status === "unchanged") job.unchanged++;
     else if (o.status === "error") fail((items[i] as { line: number }).line, o.error);
   });

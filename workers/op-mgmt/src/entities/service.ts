@@ -188,7 +188,8 @@ export interface GrantItem {
   permissions: string[];
 }
 
-export type GrantOutcome = { status: "written" | "unchanged" } | { status: "error"; error: string };
+/** A grant written new (`created`), an existing one changed (`updated`), or one already as asked (`unchanged`). */
+export type GrantOutcome = { status: "created" | "updated" | "unchanged" } | { status: "error"; error: string };
 
 /**
  * Writes grants: the targets are read (their types decide the roles), then held on their shards
@@ -247,11 +248,13 @@ export async function writeGrants(
     }
     ready.push({ index: r.index, item: r.item, target, permissions: resolved.permissions });
   }
-  // The target side first: a grant is never on its subject's shard without its target knowing.
+  // The target side first: a grant is never on its subject's shard without its target knowing. A
+  // target deleted since it was read is not held, and its grant is not written.
+  const held = new Set<string>();
   await Promise.all(
     [...group(ready, (r) => shardAddress(parseId(config, "entity", r.target.id)?.ref as ShardRef))].map(
-      ([address, list]) =>
-        stubAt(env, address).holdGrants(
+      async ([address, list]) => {
+        const found = await stubAt(env, address).holdGrants(
           config.TENANT,
           list.map((r) => ({
             target: r.target.id,
@@ -260,9 +263,17 @@ export async function writeGrants(
             roles: r.item.roles,
             permissions: r.permissions,
           })),
-        ),
+        );
+        for (const id of Object.keys(found)) held.add(id);
+      },
     ),
   );
+  for (let i = ready.length - 1; i >= 0; i--) {
+    const r = ready[i] as (typeof ready)[number];
+    if (held.has(r.target.id)) continue;
+    outcomes[r.index] = { status: "error", error: "no such target entity" };
+    ready.splice(i, 1);
+  }
   // Each user's address key, computed at once (HMACs awaited one by one cost more than the writes).
   const users = new Map<string, string>();
   for (const r of ready) if (r.item.subject.kind === "user") users.set(r.item.subject.id, r.item.subject.email);
@@ -285,7 +296,7 @@ export async function writeGrants(
       }));
       const out = await stubAt(env, address).writeGrants(config.TENANT, writes, now);
       list.forEach((r, i) => {
-        outcomes[r.index] = { status: out.changed[i] ? "written" : "unchanged" };
+        outcomes[r.index] = { status: out.created[i] ? "created" : out.changed[i] ? "updated" : "unchanged" };
       });
       snapshots.push(...out.snapshots);
     }),
