@@ -1,10 +1,19 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../../workers/shared/config";
-import { allShards, objectName } from "../../workers/shared/router";
 import { admin, sql, uniqueEmail } from "../support/harness";
 import { createTenant } from "../tenants/support";
-import { addMember, createOrganization, createUser, scoped } from "./support";
+import {
+  addMember,
+  createOrganization,
+  createUser,
+  entityStub,
+  everyShard,
+  homeOf,
+  type StoredEntity,
+  scoped,
+  typeName,
+  unique,
+} from "./support";
 
 /**
  * Issue 24: the admin API of entity types, entities, grants and organizations, each answer checked
@@ -20,37 +29,6 @@ interface Entity {
   created_at: number;
   updated_at: number;
 }
-
-interface StoredEntity {
-  id: string;
-  tenant: string;
-  type: string;
-  name: string;
-  external_id: string | null;
-  attributes: string;
-  created_at: number;
-  updated_at: number;
-}
-
-/** A fresh entity type name (lowercase letter first, as the model requires). */
-const typeName = () => `t${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36).slice(-3)}`;
-const unique = (tag: string) => `${tag}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-
-/** The EntityStore object an address (`entity:g0:s5`) names. */
-const entityStub = (address: string) => env.ENTITIES.get(env.ENTITIES.idFromName(address)) as DurableObjectStub;
-
-/** The address of the shard an entity id names: `ent_[<tenant>~]<region>_<gen36>_<shard36>_<secret>`, parsed here. */
-function homeOf(id: string): string {
-  const m = /^ent_(?:[a-z0-9-]{2,40}~)?([a-z][a-z0-9]{1,7})_([0-9a-z]{1,2})_([0-9a-z]{1,3})_[A-Za-z0-9_-]{44}$/.exec(
-    id,
-  );
-  if (!m) throw new Error(`not an entity id: ${id}`);
-  const region = m[1] === "global" ? "" : `${m[1]}:`;
-  return `entity:${region}g${Number.parseInt(m[2] as string, 36)}:s${Number.parseInt(m[3] as string, 36)}`;
-}
-
-/** Every EntityStore shard of the test config, by address. */
-const everyShard = () => allShards(loadConfig(env), "entity").map(objectName);
 
 async function storedEntity(id: string): Promise<StoredEntity | undefined> {
   return (await sql<StoredEntity>(entityStub(homeOf(id)), "SELECT * FROM entities WHERE id = ?", id))[0];

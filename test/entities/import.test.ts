@@ -1,10 +1,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../../workers/shared/config";
-import { allShards, objectName } from "../../workers/shared/router";
 import { sql, uniqueEmail } from "../support/harness";
 import { createTenant } from "../tenants/support";
-import { ndjson, scoped } from "./support";
+import { entityStub, everyShard, homeOf, ndjson, type StoredEntity, scoped, typeName, unique } from "./support";
 
 /**
  * Issue 24: NDJSON imports of users, entities and grants. Each answer (the finished job) is checked
@@ -24,33 +22,6 @@ interface Job {
   started_at: number;
   updated_at: number;
   finished_at: number | null;
-}
-
-interface StoredEntity {
-  id: string;
-  tenant: string;
-  type: string;
-  name: string;
-  external_id: string | null;
-  attributes: string;
-  created_at: number;
-  updated_at: number;
-}
-
-const typeName = () => `t${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36).slice(-3)}`;
-const unique = (tag: string) => `${tag}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-
-const entityStub = (address: string) => env.ENTITIES.get(env.ENTITIES.idFromName(address)) as DurableObjectStub;
-const everyShard = () => allShards(loadConfig(env), "entity").map(objectName);
-
-/** The address of the shard an entity id names: `ent_[<tenant>~]<region>_<gen36>_<shard36>_<secret>`. */
-function homeOf(id: string): string {
-  const m = /^ent_(?:[a-z0-9-]{2,40}~)?([a-z][a-z0-9]{1,7})_([0-9a-z]{1,2})_([0-9a-z]{1,3})_[A-Za-z0-9_-]{44}$/.exec(
-    id,
-  );
-  if (!m) throw new Error(`not an entity id: ${id}`);
-  const region = m[1] === "global" ? "" : `${m[1]}:`;
-  return `entity:${region}g${Number.parseInt(m[2] as string, 36)}:s${Number.parseInt(m[3] as string, 36)}`;
 }
 
 /** Every stored entity of a type (all shards), with the shard each was found on, in id order. */

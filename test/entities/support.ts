@@ -1,6 +1,40 @@
 import { env } from "cloudflare:test";
 import { expect } from "vitest";
+import { loadConfig } from "../../workers/shared/config";
+import { allShards, objectName } from "../../workers/shared/router";
 import { admin, type TestEnv, uniqueEmail } from "../support/harness";
+
+/** An entity's row as its shard stores it. */
+export interface StoredEntity {
+  id: string;
+  tenant: string;
+  type: string;
+  name: string;
+  external_id: string | null;
+  attributes: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/** A fresh entity type name (lowercase letter first, as the model requires). */
+export const typeName = () => `t${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36).slice(-3)}`;
+export const unique = (tag: string) => `${tag}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+
+/** The EntityStore object an address (`entity:g0:s5`) names. */
+export const entityStub = (address: string) => env.ENTITIES.get(env.ENTITIES.idFromName(address)) as DurableObjectStub;
+
+/** Every EntityStore shard of the test config, by address. */
+export const everyShard = () => allShards(loadConfig(env), "entity").map(objectName);
+
+/** The address of the shard an entity id names: `ent_[<tenant>~]<region>_<gen36>_<shard36>_<secret>`, parsed here. */
+export function homeOf(id: string): string {
+  const m = /^ent_(?:[a-z0-9-]{2,40}~)?([a-z][a-z0-9]{1,7})_([0-9a-z]{1,2})_([0-9a-z]{1,3})_[A-Za-z0-9_-]{44}$/.exec(
+    id,
+  );
+  if (!m) throw new Error(`not an entity id: ${id}`);
+  const region = m[1] === "global" ? "" : `${m[1]}:`;
+  return `entity:${region}g${Number.parseInt(m[2] as string, 36)}:s${Number.parseInt(m[3] as string, 36)}`;
+}
 
 /** Admin calls at the origin's tenant (`default`) or under `/tenants/<id>` for another. */
 export function scoped(tenant?: string) {

@@ -59,30 +59,6 @@ function group<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
   return out;
 }
 
-/**
- * The entities external ids already name, in any generation but the current one's shard (which the
- * write itself checks): an upsert after a shard count change updates where the entity lives.
- */
-async function foundElsewhere(env: Env, config: Config, externalIds: string[]): Promise<Map<string, EntityRow>> {
-  const out = new Map<string, EntityRow>();
-  const { current, live } = generations(config);
-  const older = live.filter((g) => g !== current);
-  if (older.length === 0 || externalIds.length === 0) return out;
-  const lookups = older.flatMap((gen) =>
-    externalIds.map((ext) => ({ ext, address: shardAddress(externalShard(config, ext, gen)) })),
-  );
-  await Promise.all(
-    [...group(lookups, (l) => l.address)].map(async ([address, list]) => {
-      const found = await stubAt(env, address).findByExternalIds(
-        config.TENANT,
-        list.map((l) => l.ext),
-      );
-      for (const [ext, row] of Object.entries(found)) out.set(ext, row);
-    }),
-  );
-  return out;
-}
-
 export interface EntityItem {
   /** An existing entity to update (PATCH); absent to create or upsert by external id. */
   id?: string;
@@ -100,11 +76,14 @@ export async function writeEntities(
   items: EntityItem[],
   now: number,
 ): Promise<EntityWriteResult[]> {
-  const { current } = generations(config);
-  const elsewhere = await foundElsewhere(
+  const { current, live } = generations(config);
+  // After a shard count change an external id may already name an entity in an earlier generation:
+  // the upsert updates it where it lives (the current generation's shard checks its own at the write).
+  const elsewhere = await findExternalIds(
     env,
     config,
     items.filter((i) => !i.id && i.external_id).map((i) => i.external_id as string),
+    live.filter((g) => g !== current),
   );
   const placed = items.map((item, index) => {
     let ref: ShardRef | null;
@@ -375,18 +354,28 @@ export async function dropUserGrants(env: Env, config: Config, user: { id: strin
 }
 
 /**
- * The entity ids external ids name (an import's grants, a grant by `target_external_id`): looked up
- * on the shard each external id is placed on, in every generation.
+ * The entities external ids name (an import's grants, a grant by `target_external_id`): looked up on
+ * the shard each is placed on, in every generation.
  */
 export async function resolveExternalIds(
   env: Env,
   config: Config,
   externalIds: string[],
 ): Promise<Map<string, EntityRow>> {
-  const unique = [...new Set(externalIds)];
+  return findExternalIds(env, config, externalIds, generations(config).live);
+}
+
+/** The entities external ids name in generations `gens`: one call per shard they hash to. */
+async function findExternalIds(
+  env: Env,
+  config: Config,
+  externalIds: string[],
+  gens: number[],
+): Promise<Map<string, EntityRow>> {
   const out = new Map<string, EntityRow>();
-  const { live } = generations(config);
-  const lookups = live.flatMap((gen) =>
+  const unique = [...new Set(externalIds)];
+  if (unique.length === 0 || gens.length === 0) return out;
+  const lookups = gens.flatMap((gen) =>
     unique.map((ext) => ({ ext, address: shardAddress(externalShard(config, ext, gen)) })),
   );
   await Promise.all(
