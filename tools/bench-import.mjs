@@ -22,6 +22,8 @@ const JOB_LINES = Number(process.env.JOB_LINES || 50_000);
 const JOBS = Number(process.env.JOBS || 4);
 const GRANTS = process.env.GRANTS !== "0";
 const ORGS = Number(process.env.ORGS || 1_000);
+/** PHASES=grants: only those phases (a DATASET loaded before keeps its entities and users). */
+const PHASES = new Set((process.env.PHASES || "entities,users,grants").split(","));
 
 const stack = await startLoadStack({
   ...(process.env.DATASET ? { dataset: process.env.DATASET } : {}),
@@ -124,27 +126,36 @@ const report = {
   jobs_in_parallel: JOBS,
 };
 try {
+  // The type may exist already (a DATASET loaded before).
   await admin("/entity-types", {
     method: "POST",
     body: JSON.stringify({
       name: "device",
       roles: { owner: { permissions: ["device:write"] }, viewer: { permissions: ["device:read"] } },
     }),
+  }).catch((err) => {
+    if (!String(err.message).includes(" 409 ")) throw err;
   });
-  report.organizations = await load("entities", ORGS, (i) => ({
-    type: "organization",
-    name: `Org ${i}`,
-    external_id: `org-${i}`,
-    attributes: { plan: ["free", "pro", "enterprise"][i % 3] },
-  }));
-  report.entity_import = await load("entities", ENTITIES, (i) => ({
-    type: "device",
-    name: `Device ${i}`,
-    external_id: `dev-${i}`,
-    attributes: attributes(i),
-  }));
-  report.user_import = await load("users", USERS, (i) => ({ email: `user-${i}@load.keyway.test`, name: `User ${i}` }));
-  if (GRANTS) {
+  if (PHASES.has("entities"))
+    report.organizations = await load("entities", ORGS, (i) => ({
+      type: "organization",
+      name: `Org ${i}`,
+      external_id: `org-${i}`,
+      attributes: { plan: ["free", "pro", "enterprise"][i % 3] },
+    }));
+  if (PHASES.has("entities"))
+    report.entity_import = await load("entities", ENTITIES, (i) => ({
+      type: "device",
+      name: `Device ${i}`,
+      external_id: `dev-${i}`,
+      attributes: attributes(i),
+    }));
+  if (PHASES.has("users"))
+    report.user_import = await load("users", USERS, (i) => ({
+      email: `user-${i}@load.keyway.test`,
+      name: `User ${i}`,
+    }));
+  if (GRANTS && PHASES.has("grants")) {
     report.membership_import = await load("grants", USERS, (i) => ({
       email: `user-${i}@load.keyway.test`,
       target_external_id: `org-${i % ORGS}`,

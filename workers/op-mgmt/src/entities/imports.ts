@@ -343,9 +343,10 @@ async function importGrants(
       ? []
       : (
           await c.env.DB.prepare(
-            // Two index lookups (by id, by address), not one OR that would scan the tenant's users.
-            `SELECT id, email, entity_shard FROM users WHERE tenant = ?1 AND id IN (SELECT value FROM json_each(?2))
-             UNION SELECT id, email, entity_shard FROM users WHERE tenant = ?1 AND email IN (SELECT value FROM json_each(?3))`,
+            // The listed ids and addresses looked up by key: CROSS JOIN makes SQLite loop over the list
+            // (with `IN (SELECT ... json_each)` or a plain join it scanned the tenant's million users).
+            `SELECT u.id, u.email, u.entity_shard FROM json_each(?2) AS j CROSS JOIN users AS u ON u.id = j.value AND u.tenant = ?1
+             UNION SELECT u.id, u.email, u.entity_shard FROM json_each(?3) AS j CROSS JOIN users AS u ON u.tenant = ?1 AND u.email = j.value`,
           )
             .bind(config.TENANT, JSON.stringify(ids), JSON.stringify(emails))
             .all<{ id: string; email: string; entity_shard: string | null }>()

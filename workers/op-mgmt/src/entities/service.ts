@@ -418,7 +418,8 @@ export async function assignEntityShards(
   const [, ...rest] = await env.DB.batch<{ id: string; s: string }>([
     ...proposed.map((p) => set.bind(p.s, p.id, config.TENANT)),
     env.DB.prepare(
-      "SELECT id, entity_shard AS s FROM users WHERE id IN (SELECT value FROM json_each(?)) AND tenant = ?",
+      // CROSS JOIN: a keyed lookup per listed id (imports.ts says why).
+      "SELECT u.id, u.entity_shard AS s FROM json_each(?) AS j CROSS JOIN users AS u ON u.id = j.value AND u.tenant = ?",
     ).bind(JSON.stringify(proposed.map((p) => p.id)), config.TENANT),
   ]);
   const results = rest.at(-1)?.results ?? [];
