@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { appendInput } from "../../workers/op-mgmt/src/shards";
-import { MAX_SHARDS, PEAK_CALLS_PER_SHARD, planEntityShards, planShards } from "../../workers/shared/shard-plan";
+import {
+  ENTITY_BYTES,
+  MAX_SHARDS,
+  PEAK_CALLS_PER_SHARD,
+  planEntityShards,
+  planShards,
+} from "../../workers/shared/shard-plan";
 import { admin, fullLogin, registerClient } from "../support/harness";
 
 describe("the shard planner (issue 13)", () => {
@@ -111,7 +117,7 @@ describe("the entity store's plan (issue 24)", () => {
   it("is sized by the entities it will hold: at most 2 GiB a shard, never fewer than 16", () => {
     expect(planEntityShards(1_000_000).shards).toBe(16);
     const big = planEntityShards(500_000_000);
-    expect(big.shards).toBe(Math.ceil((500_000_000 * 1_100) / 2 ** 31));
+    expect(big.shards).toBe(Math.ceil((500_000_000 * ENTITY_BYTES) / 2 ** 31));
     expect(big.bytes_per_shard).toBeLessThanOrEqual(2 ** 31);
     expect(planEntityShards(1e12).shards).toBe(MAX_SHARDS);
   });

@@ -29,8 +29,11 @@ export interface TrafficInput {
   entities?: number;
 }
 
-/** An entity with ten attributes, its indexes and a share of grants, as `npm run bench:import` measured it. */
-export const ENTITY_BYTES = 1_100;
+/**
+ * An entity with ten attributes and its indexes, with room for its grants: `npm run bench:import`
+ * measured 551 bytes an entity at 10 million (5.5 GB in 16 shards, docs/benchmarks/2026-11-25-entities.md).
+ */
+export const ENTITY_BYTES = 700;
 /** What an entity shard is planned to hold: half of where the controller splits it (4 GiB by default). */
 export const ENTITY_SHARD_TARGET_BYTES = 2 * 1024 ** 3;
 
