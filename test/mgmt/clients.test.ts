@@ -282,9 +282,11 @@ describe("shards (CONTRACT §5)", () => {
     expect(res.status).toBe(200);
     const { stores } = (await res.json()) as { stores: Record<string, { generation: number; shards: number }> };
     const config = JSON.parse(env.SHARDS) as Record<string, number[]>;
-    expect(Object.keys(stores).sort()).toEqual(Object.keys(config).sort());
+    // The login's five stores as SHARDS lists them, and the entity store (issue 24) at its default 16.
+    expect(Object.keys(stores).sort()).toEqual([...Object.keys(config), "entity"].sort());
     for (const [store, counts] of Object.entries(config))
       expect(stores[store]).toMatchObject({ generation: counts.length - 1, shards: counts.at(-1) });
+    expect(stores.entity).toMatchObject({ generation: 0, shards: 16 });
   });
 
   it("reports a raised count as a new generation", async () => {
