@@ -10,6 +10,7 @@ import {
   type IssueChallenge,
   type IssueResult,
   type KnownUser,
+  type KnownUserFound,
   LIMITS_CARRY_WINDOW_MS,
   type OtpPolicy,
   type VerifyChallenge,
@@ -737,7 +738,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     }
   }
 
-  #knownUser(emailKey: string, now: number): KnownUser | null {
+  #knownUser(emailKey: string, now: number): KnownUserFound | null {
     const row = this.sql
       .exec<{ user_id: string; expires_at: number; claims: string | null }>(
         "SELECT user_id, expires_at, claims FROM known_users WHERE email_key = ? AND expires_at > ?",
@@ -749,7 +750,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     // Read by a sign-in: extended when written more than a month ago (called inside its transaction).
     if (row.expires_at - now < KNOWN_USER_TTL_MS - KNOWN_USER_EXTEND_AFTER_MS)
       this.sql.exec("UPDATE known_users SET expires_at = ? WHERE email_key = ?", now + KNOWN_USER_TTL_MS, emailKey);
-    return row.claims ? { id: row.user_id, claims: JSON.parse(row.claims) as ClaimsSnapshot } : { id: row.user_id };
+    return row.claims ? { id: row.user_id, claims_json: row.claims } : { id: row.user_id };
   }
 
   /** Remembers which user an address belongs to, after the Worker read (or created) it in D1. */

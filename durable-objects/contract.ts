@@ -136,8 +136,17 @@ export interface KnownUser {
   claims?: ClaimsSnapshot;
 }
 
+/**
+ * The user a verify found for the address: its id, and its compiled claims as the JSON the shard
+ * stores (passed through unparsed: the Worker projects them, the shard has no use for them).
+ */
+export interface KnownUserFound {
+  id: string;
+  claims_json?: string;
+}
+
 export type VerifyResult =
-  | { status: "ok"; user: KnownUser | null }
+  | { status: "ok"; user: KnownUserFound | null }
   /**
    * `counted`: a wrong code against a live code, counted against the address (false when there was no
    * live code to try); `locks`: that failure locked the address (issue 27 item 10: only these are

@@ -14,8 +14,9 @@
 //   RESHARD=1 npm run bench                        instead, the long live reshard under load (admin API,
 //                                                  then the controller): RESHARD_RATE (50), RESHARD_HOLD (300)
 //   ENTITY_CLAIMS=1 DATASET=.keyway/dataset-10m npm run bench
-//                                                  issue 24: each rung twice on one stack, without and then
-//                                                  with organization and entity claims in the tokens
+//                                                  issue 24: each rung twice on one stack, without and
+//                                                  with organization and entity claims in the tokens (each
+//                                                  REPEAT swaps which goes first)
 //                                                  (k6 ENTITY_CLAIMS=1), against a data set that
 //                                                  `npm run bench:import` loaded (DATASET: its folder; none,
 //                                                  an empty one); the report compares the two per rung
@@ -184,13 +185,26 @@ for (const step of plan) {
         await new Promise((r) => setTimeout(r, pause * 1000));
         const label = `rate${rate}-${rep}`;
         process.stdout.write(`bench: ${target.name} ${rate} logins/s${repeat > 1 ? ` (run ${rep})` : ""} ... `);
+        // ENTITY_CLAIMS=1: each repeat swaps which of the pair goes first, so warm-up and order do not
+        // count for one side only.
+        const claimsFirst = entityClaims && rep % 2 === 0;
+        /** @type {Rung | null} */
+        let early = null;
+        if (claimsFirst) {
+          early = /** @type {Rung} */ (
+            await runRung(withClaims, { rate, ramp, hold, label: `${label}-claims`, measure: true })
+          );
+          await new Promise((res) => setTimeout(res, pause * 1000));
+        }
         const r = /** @type {Rung} */ (await runRung(target, { rate, ramp, hold, label, measure: true }));
         rungs.push(r);
         if (entityClaims) {
-          await new Promise((res) => setTimeout(res, pause * 1000));
-          const c = /** @type {Rung} */ (
-            await runRung(withClaims, { rate, ramp, hold, label: `${label}-claims`, measure: true })
-          );
+          if (!claimsFirst) await new Promise((res) => setTimeout(res, pause * 1000));
+          const c =
+            early ??
+            /** @type {Rung} */ (
+              await runRung(withClaims, { rate, ramp, hold, label: `${label}-claims`, measure: true })
+            );
           claimRungs.push(c);
           console.log(
             `\nbench: with entity claims: achieved ${c.achieved.toFixed(1)}/s, failed ${pct(c.errorRate)}, ` +
@@ -311,7 +325,7 @@ function claimsComparison(plain, claims) {
   });
   return (
     "\n\n### Entity claims (issue 24)\n\n" +
-    `Each rate twice on the same stack${dataset ? `, on the data set in \`${relative(REPO, dataset)}\`` : ""}: without, then with organization and entity claims in every token (k6 \`ENTITY_CLAIMS=1\`: \`organization\` asked for, a template reading the organization's plan and the user's device grants).\n\n` +
+    `Each rate twice on the same stack${dataset ? `, on the data set in \`${relative(REPO, dataset)}\`` : ""}, without and with organization and entity claims in every token (with REPEAT, each repeat swaps which runs first) (k6 \`ENTITY_CLAIMS=1\`: \`organization\` asked for, a template reading the organization's plan and the user's device grants).\n\n` +
     "| rate (/s) | passing/s, plain | passing/s, claims | difference | server CPU ms/login, plain | claims | difference | ID tokens with org_id |\n" +
     "| --- | --- | --- | --- | --- | --- | --- | --- |\n" +
     `${rows.filter(Boolean).join("\n")}\n`

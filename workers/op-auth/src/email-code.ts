@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { LIMITS_CARRY_WINDOW_MS, type OtpPolicy } from "../../../durable-objects/contract";
+import { type ClaimsSnapshot, LIMITS_CARRY_WINDOW_MS, type OtpPolicy } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
 import { audit, auditEmailKey } from "../../shared/audit";
 import { auditEvent } from "../../shared/audit-event";
@@ -282,7 +282,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   // and remembered there after the response. Its email is the normalized address itself.
   let userId = result.user?.id;
   // The user's grants as the shard last had them pushed (issue 24): no call of their own.
-  let snapshot = result.user?.claims;
+  let snapshot: ClaimsSnapshot | undefined = result.user?.claims_json
+    ? (JSON.parse(result.user.claims_json) as ClaimsSnapshot)
+    : undefined;
   // Signed up by this very code (for the `user.created` webhook, from the sign_in event).
   let created = false;
   if (!userId) {

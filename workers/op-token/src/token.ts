@@ -137,7 +137,11 @@ async function prepareLoginGrant(
   if (startFamily && grant.scope.split(" ").includes("offline_access")) {
     const refreshToken = `${grantId}.${randomToken(32)}`;
     plan.refreshToken = refreshToken;
-    const { nonce: _nonce, ...familyGrant } = grant;
+    // The family keeps only which organization the login was for: a refresh recomputes the claims.
+    const { nonce: _nonce, claims, ...rest } = grant;
+    const familyGrant: FamilyGrant = claims
+      ? { ...rest, claims: claims.org_id !== undefined ? { org_id: claims.org_id } : {} }
+      : rest;
     family = Promise.all([sha256(grantId), sha256(refreshToken)]).then(([familyHash, tokenHash]) =>
       shard(env, "refresh", familyRef).createFamily(
         familyHash,
