@@ -51,6 +51,12 @@ const TENANT_IDS = (__ENV.TENANT_IDS || "")
  * carried them.
  */
 const ENTITY_CLAIMS = bool("ENTITY_CLAIMS", false);
+/**
+ * ENTITY_GRANTS=1 (on with ENTITY_CLAIMS): setup makes the organization, devices and grants all the
+ * same, but the logins ask for no claims. `npm run bench` ENTITY_CLAIMS=1 runs its plain side so, so
+ * the two sides differ only in the login.
+ */
+const ENTITY_GRANTS = bool("ENTITY_GRANTS", ENTITY_CLAIMS);
 const entityClaimsPresent = new Rate("entity_claims_present");
 
 export const options = loginScriptOptions({ setupTimeout: "5m", cloud: cloudOptions("Keyway full login") });
@@ -81,10 +87,11 @@ export function setup() {
   );
   // Enough distinct users that the per-address resend interval (60 s) never throttles the run.
   const pool = seedUsers(runId, usersNeeded());
-  if (!ENTITY_CLAIMS) return { client, pool };
+  if (!ENTITY_GRANTS) return { client, pool };
   const emails = [];
   for (let i = 0; i < pool.count; i++) emails.push(seededEmail(pool, i));
-  return { client, pool, organization: setUpEntityClaims(pool, emails) };
+  const organization = setUpEntityClaims(pool, emails);
+  return ENTITY_CLAIMS ? { client, pool, organization } : { client, pool };
 }
 
 export default function (data) {

@@ -173,6 +173,8 @@ for (const step of plan) {
   /** ENTITY_CLAIMS=1: the same rungs with entity claims, run right after each plain one. @type {Rung[]} */
   const claimRungs = [];
   const withClaims = { ...target, name: `${target.name}, entity claims`, env: { ...target.env, ENTITY_CLAIMS: "1" } };
+  // The plain side's setup makes the same grants (k6 ENTITY_GRANTS): the two differ only in the login.
+  const plain = entityClaims ? { ...target, env: { ...target.env, ENTITY_GRANTS: "1" } } : target;
   /** @type {string | null} */
   let stopped = null;
   try {
@@ -196,7 +198,7 @@ for (const step of plan) {
           );
           await new Promise((res) => setTimeout(res, pause * 1000));
         }
-        const r = /** @type {Rung} */ (await runRung(target, { rate, ramp, hold, label, measure: true }));
+        const r = /** @type {Rung} */ (await runRung(plain, { rate, ramp, hold, label, measure: true }));
         rungs.push(r);
         if (entityClaims) {
           if (!claimsFirst) await new Promise((res) => setTimeout(res, pause * 1000));
@@ -325,7 +327,7 @@ function claimsComparison(plain, claims) {
   });
   return (
     "\n\n### Entity claims (issue 24)\n\n" +
-    `Each rate twice on the same stack${dataset ? `, on the data set in \`${relative(REPO, dataset)}\`` : ""}, without and with organization and entity claims in every token (with REPEAT, each repeat swaps which runs first) (k6 \`ENTITY_CLAIMS=1\`: \`organization\` asked for, a template reading the organization's plan and the user's device grants).\n\n` +
+    `Each rate twice on the same stack${dataset ? `, on the data set in \`${relative(REPO, dataset)}\`` : ""}, without and with organization and entity claims in every token (with REPEAT, each repeat swaps which runs first) (k6 \`ENTITY_CLAIMS=1\`: \`organization\` asked for, a template reading the organization's plan and the user's device grants). The plain side's setup makes the same organization, devices and grants (k6 \`ENTITY_GRANTS=1\`), so the two differ only in the login.\n\n` +
     "| rate (/s) | passing/s, plain | passing/s, claims | difference | server CPU ms/login, plain | claims | difference | ID tokens with org_id |\n" +
     "| --- | --- | --- | --- | --- | --- | --- | --- |\n" +
     `${rows.filter(Boolean).join("\n")}\n`

@@ -1,4 +1,3 @@
-import { sleep } from "k6";
 import http from "k6/http";
 import { ADMIN_TOKEN, BASE_URL, ID_TOKEN_ALG, REDIRECT_URI, REQUEST_TIMEOUT } from "./config.js";
 import { describe, jsonBody } from "./http-util.js";
@@ -135,9 +134,6 @@ function importNdjson(kind, records) {
   }
 }
 
-/** Seconds between the entity claims import and the first login (ENTITY_CLAIMS_SETTLE, default 10). */
-const ENTITY_CLAIMS_SETTLE_S = Number(__ENV.ENTITY_CLAIMS_SETTLE || 10);
-
 /** The template ENTITY_CLAIMS clients register: the organization's plan and the user's devices. */
 export const ENTITY_CLAIMS_TEMPLATE = {
   claims: [
@@ -186,10 +182,6 @@ export function setUpEntityClaims(pool, emails) {
       { email, target_external_id: `k6dev-${pool.runId}-${i}`, roles: ["owner"] },
     ]),
   );
-  const took = Date.now() - started;
-  // The import is heavy work in the same workerd thread (op-mgmt's garbage, the shards' writes):
-  // let it settle before the logins start, so a measured hold does not pay for setup.
-  sleep(ENTITY_CLAIMS_SETTLE_S);
-  console.log(`entity claims: ${emails.length} devices and ${emails.length * 2} grants in ${took} ms`);
+  console.log(`entity claims: ${emails.length} devices and ${emails.length * 2} grants in ${Date.now() - started} ms`);
   return orgBody.id;
 }

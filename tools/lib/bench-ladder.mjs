@@ -140,7 +140,10 @@ export async function runRung(target, { rate, ramp, hold, label, measure }) {
     const text = d.toString();
     log += text;
     // With ENTITY_CLAIMS (issue 24), setup goes on to import the users' grants: the run starts after that.
-    const ready = target.env?.ENTITY_CLAIMS === "1" ? /msg="entity claims: / : /msg="seeded \d+ users/;
+    const ready =
+      target.env?.ENTITY_CLAIMS === "1" || target.env?.ENTITY_GRANTS === "1"
+        ? /msg="entity claims: /
+        : /msg="seeded \d+ users/;
     if (!seededAt && ready.test(log)) {
       seededAt = performance.now();
       if (measure && target.stats) statsAtSeed = target.stats().catch(() => null);
