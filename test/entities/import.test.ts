@@ -342,6 +342,11 @@ describe("users import", () => {
     expect(after.find((u) => u.email === emails[2])?.name).toBe("Grace H.");
     const read = await scoped()(`/users/${after.find((u) => u.email === emails[2])?.id}`);
     expect(await read.json()).toMatchObject({ email: emails[2], name: "Grace H." });
+
+    // A line without a name leaves the name a user has: an import adds, it does not blank.
+    const nameless = await runJob("users", [{ email: emails[0] }]);
+    expect(counts(nameless)).toEqual({ status: "done", lines: 1, created: 0, updated: 0, unchanged: 1, failed: 0 });
+    expect((await usersByEmail([emails[0] as string]))[0]?.name).toBe("Ada");
   });
 
   it("reports a bad address or record by line; the others load", async () => {

@@ -276,7 +276,7 @@ async function importUsers(c: Context<AppEnv>, batch: Line[], job: Counts, fail:
     `INSERT INTO users (id, tenant, email, name, created_at, updated_at)
      SELECT j.value ->> 'id', ?1, j.value ->> 'email', j.value ->> 'name', ?2, ?2 FROM json_each(?3) AS j WHERE true
      ON CONFLICT(tenant, email) DO UPDATE SET name = excluded.name, updated_at = excluded.updated_at
-       WHERE users.name IS NOT excluded.name
+       WHERE excluded.name IS NOT NULL AND users.name IS NOT excluded.name
      RETURNING id, email, created_at`,
   )
     .bind(c.get("config").TENANT, now, JSON.stringify(rows))
