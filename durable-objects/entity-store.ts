@@ -283,10 +283,10 @@ export class EntityStore extends ShardStore {
   }
 
   /**
-   * Deletes an entity, the grants it holds as a subject (here, on its own shard) and who holds grants
-   * to it. Returns what other shards must forget: the targets of its grants (their `grantees` rows),
-   * and its grantees (their grants to it, on their subjects' shards), at most `limit` of them: the
-   * Worker asks `granteesOf` for the rest, which stay listed until each subject shard dropped them.
+   * Deletes an entity and the grants it holds as a subject (here, on its own shard). Returns their
+   * targets, whose `grantees` rows the Worker releases. Who holds grants to it stays listed in
+   * `grantees` here until the Worker has removed each of those grants on its subject's shard (a page
+   * at a time, through `granteesOf`), so a delete that stops part way can be finished.
    */
   deleteEntity(tenant: string, id: string): { deleted: boolean; targets: string[] } {
     return this.ctx.storage.transactionSync(() => {
