@@ -461,7 +461,14 @@ describe("grants", () => {
       permissions: ["x:y"],
     });
     expect(ok.status, await ok.clone().text()).toBe(201);
-    expect(await ok.json()).toMatchObject({ subject: user.id, subject_kind: "user", target: target.id });
+    expect(await ok.json()).toMatchObject({
+      subject: user.id,
+      subject_kind: "user",
+      target: target.id,
+      roles: ["admin", "viewer"],
+      // What the grant gives, not only what was asked: the roles' permissions from the template too.
+      permissions: ["doc:read", "doc:write", "x:y"],
+    });
 
     const listed = (await (await scoped()(`/users/${user.id}/grants`)).json()) as { grants: Record<string, unknown>[] };
     expect(listed.grants).toEqual([

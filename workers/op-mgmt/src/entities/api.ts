@@ -310,7 +310,8 @@ export async function createGrant(c: Context<AppEnv>): Promise<Response> {
   if (!target) throw new OAuthError("not_found", "no such target entity");
   const outcome = await grantOnce(c, subject, target, input.roles, input.permissions);
   return json(
-    { subject: subject.id, subject_kind: subject.kind, target, roles: input.roles, permissions: input.permissions },
+    // The permissions the grant gives: its roles' in the template, and its own.
+    { subject: subject.id, subject_kind: subject.kind, target, roles: input.roles, permissions: outcome.permissions },
     outcome.status === "created" ? 201 : 200,
   );
 }

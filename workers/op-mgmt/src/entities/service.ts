@@ -168,7 +168,9 @@ export interface GrantItem {
 }
 
 /** A grant written new (`created`), an existing one changed (`updated`), or one already as asked (`unchanged`). */
-export type GrantOutcome = { status: "created" | "updated" | "unchanged" } | { status: "error"; error: string };
+export type GrantOutcome =
+  /** `permissions`: what the grant gives, its roles' in the template and its own. */
+  { status: "created" | "updated" | "unchanged"; permissions: string[] } | { status: "error"; error: string };
 
 /**
  * Writes grants: the targets are read (their types decide the roles), then held on their shards
@@ -275,7 +277,10 @@ export async function writeGrants(
       }));
       const out = await stubAt(env, address).writeGrants(config.TENANT, writes, now);
       list.forEach((r, i) => {
-        outcomes[r.index] = { status: out.created[i] ? "created" : out.changed[i] ? "updated" : "unchanged" };
+        outcomes[r.index] = {
+          status: out.created[i] ? "created" : out.changed[i] ? "updated" : "unchanged",
+          permissions: r.permissions,
+        };
       });
       snapshots.push(...out.snapshots);
     }),
