@@ -1,8 +1,10 @@
-import { runInDurableObject } from "cloudflare:test";
+import { env, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { auditEmailKey } from "../../workers/shared/audit";
+import { loadConfig } from "../../workers/shared/config";
 import { routeKey } from "../../workers/shared/router";
 import {
-  Browser,
+  authorizeQuery,
   codeFromSession,
   fullLogin,
   loginForCode,
@@ -81,10 +83,7 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     const org = await createOrganization("Pushed");
     const user = await createUser();
     await addMember(org.id, user.id, ["member"]);
-    const config = (await import("../../workers/shared/config")).loadConfig(
-      (await import("cloudflare:test")).env as never,
-    );
-    const { auditEmailKey } = await import("../../workers/shared/audit");
+    const config = loadConfig(env);
     const emailKey = await auditEmailKey(config, user.email);
     const ref = routeKey(config, "challenge", emailKey, config.REGIONS.default);
     const row = await runInDurableObject(shardStub("challenge", ref.gen, ref.shard), (_o, state) =>
@@ -107,26 +106,14 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     const org = await createOrganization("Closed");
     const user = await createUser();
     const client = await registerClient({ token_endpoint_auth_method: "none" });
-    const browser = new Browser();
-    const { challenge } = await pkce();
-    const tx = await browser.startLogin(client, challenge, { organization: org.id });
-    await browser.postJson("/email-code/generate", { tx, email: user.email });
-    const { latestCode } = await import("../support/harness");
-    const ver = await browser.postJson("/email-code/verify", {
-      tx,
-      email: user.email,
-      code: await latestCode(user.email),
-    });
-    expect(ver.status).toBe(200);
-    const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
-    expect(fin.status).toBe(302);
-    const to = new URL(fin.headers.get("location") as string);
+    // The code is right and the session is made; the organization is what is refused.
+    const { redirect: to, browser } = await loginForCode(client, user.email, { extra: { organization: org.id } });
     expect(to.searchParams.get("error")).toBe("access_denied");
     expect(to.searchParams.get("state")).toBe("st-123");
     expect(to.searchParams.get("code")).toBeNull();
     // A malformed organization is invalid_request, before any login.
     const bad = await browser.fetch(
-      `/authorize?${new URLSearchParams({ response_type: "code", client_id: client.client_id, redirect_uri: client.redirect_uris[0] as string, scope: "openid", code_challenge: challenge, code_challenge_method: "S256", organization: "not-an-org" })}`,
+      `/authorize?${authorizeQuery(client, (await pkce()).challenge, { organization: "not-an-org" })}`,
     );
     expect(bad.status).toBe(302);
     expect(new URL(bad.headers.get("location") as string).searchParams.get("error")).toBe("invalid_request");
@@ -152,26 +139,16 @@ describe("organizations in tokens (CONTRACT §8)", () => {
     const two = await createUser();
     await addMember(north.id, two.id, ["owner"]);
     await addMember(south.id, two.id, ["guest"]);
-    const browser = new Browser();
-    const { verifier, challenge } = await pkce();
-    const tx = await browser.startLogin(client, challenge);
-    await browser.postJson("/email-code/generate", { tx, email: two.email });
-    const { latestCode } = await import("../support/harness");
-    const ver = await browser.postJson("/email-code/verify", {
-      tx,
-      email: two.email,
-      code: await latestCode(two.email),
-    });
-    const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
-    expect(fin.status).toBe(302);
-    const picker = await browser.fetch(fin.headers.get("location") as string);
+    // The verified login goes back to the authorization request, which the new session answers with the picker.
+    const { browser, verifier, redirect: pickerUrl } = await loginForCode(client, two.email);
+    const picker = await browser.fetch(pickerUrl.toString());
     expect(picker.status).toBe(200);
     const html = await picker.text();
     expect(html).toContain("North");
     expect(html).toContain("South");
     expect(html).toContain(`name="organization" value="${south.id}"`);
     // The choice: the same request with `organization`, as the page's form sends it.
-    const action = new URL(fin.headers.get("location") as string);
+    const action = new URL(pickerUrl);
     action.searchParams.set("organization", south.id);
     const chosen = await browser.fetch(`${action.pathname}${action.search}`);
     expect(chosen.status).toBe(302);
@@ -181,16 +158,17 @@ describe("organizations in tokens (CONTRACT §8)", () => {
       org_id: south.id,
       org_roles: ["guest"],
       org_name: "South",
-    }); // Silent authentication cannot show the picker (OIDC Core §3.1.2.6).
-    const silent = new URL(fin.headers.get("location") as string);
+    });
+    // Silent authentication cannot show the picker (OIDC Core §3.1.2.6).
+    const silent = new URL(pickerUrl);
     silent.searchParams.set("prompt", "none");
     const quiet = await browser.fetch(`${silent.pathname}${silent.search}`);
     expect(quiet.status).toBe(302);
     expect(new URL(quiet.headers.get("location") as string).searchParams.get("error")).toBe("interaction_required");
 
     // A user in no organization cannot sign in to it.
-    const none = await createUser();
-    const denied = await loginForCode(client, none.email);
+    const lonely = await createUser();
+    const denied = await loginForCode(client, lonely.email);
     expect(denied.redirect.searchParams.get("error")).toBe("access_denied");
     expect(denied.code).toBeNull();
   });
@@ -299,18 +277,8 @@ describe("a grant change reaches the next tokens", () => {
     expect(removed.status).toBe(204);
     // The next login: the push happened before the admin call answered (a minute passes for the resend interval).
     aMinuteLater();
-    const browser = new Browser();
-    const { challenge } = await pkce();
-    const tx = await browser.startLogin(client, challenge, { organization: org.id });
-    await browser.postJson("/email-code/generate", { tx, email: user.email });
-    const { latestCode } = await import("../support/harness");
-    const ver = await browser.postJson("/email-code/verify", {
-      tx,
-      email: user.email,
-      code: await latestCode(user.email),
-    });
-    const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
-    expect(new URL(fin.headers.get("location") as string).searchParams.get("error")).toBe("access_denied");
+    const next = await loginForCode(client, user.email, { extra: { organization: org.id } });
+    expect(next.redirect.searchParams.get("error")).toBe("access_denied");
 
     const refreshed = await refreshGrant(client, before.tokens.refresh_token as string);
     expect(refreshed.status).toBe(400);
