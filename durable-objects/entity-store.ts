@@ -38,7 +38,8 @@ export const ENTITY_SHARD_HARD_CAP_BYTES = 9 * 1024 ** 3;
 /** Rows one scan page may read on a shard (a search by an attribute that is not a key). */
 const SCAN_BUDGET = 20_000;
 
-interface EntitySqlRow extends Record<string, SqlStorageValue> {
+/** An entity row as stored (attributes as JSON text). */
+export interface EntitySqlRow extends Record<string, SqlStorageValue> {
   id: string;
   tenant: string;
   type: string;

@@ -363,6 +363,18 @@ describe("users import", () => {
   });
 });
 
+/** Imports these addresses as new users (each must be created). */
+async function importNewUsers(emails: string[]): Promise<void> {
+  expect(
+    (
+      await runJob(
+        "users",
+        emails.map((email) => ({ email })),
+      )
+    ).created,
+  ).toBe(emails.length);
+}
+
 describe("grants import", () => {
   it("a role the target's template does not list fails that line; the permissions of the others are resolved", async () => {
     const type = typeName();
@@ -370,14 +382,7 @@ describe("grants import", () => {
     const ext = unique("repo");
     expect((await runJob("entities", [{ type, name: "Repo", external_id: ext }])).created).toBe(1);
     const emails = [uniqueEmail("role"), uniqueEmail("role")];
-    expect(
-      (
-        await runJob(
-          "users",
-          emails.map((email) => ({ email })),
-        )
-      ).created,
-    ).toBe(2);
+    await importNewUsers(emails);
     const job = await runJob("grants", [
       { email: emails[0], target_external_id: ext, roles: ["writer"], permissions: ["r:admin"] },
       { email: emails[1], target_external_id: ext, roles: ["owner"] },
@@ -412,14 +417,7 @@ describe("grants import", () => {
     ]);
     expect(orgs.created).toBe(2);
     const emails = [uniqueEmail("g"), uniqueEmail("g")];
-    expect(
-      (
-        await runJob(
-          "users",
-          emails.map((email) => ({ email })),
-        )
-      ).created,
-    ).toBe(2);
+    await importNewUsers(emails);
     const imported = await usersByEmail(emails);
     const u0 = imported.find((u) => u.email === emails[0]);
     const u1 = imported.find((u) => u.email === emails[1]);

@@ -1,20 +1,12 @@
 import { env } from "cloudflare:test";
 import { expect } from "vitest";
+import type { EntitySqlRow } from "../../durable-objects/entity-store";
 import { loadConfig } from "../../workers/shared/config";
 import { allShards, objectName } from "../../workers/shared/router";
 import { admin, type TestEnv, uniqueEmail } from "../support/harness";
 
 /** An entity's row as its shard stores it. */
-export interface StoredEntity {
-  id: string;
-  tenant: string;
-  type: string;
-  name: string;
-  external_id: string | null;
-  attributes: string;
-  created_at: number;
-  updated_at: number;
-}
+export type StoredEntity = EntitySqlRow;
 
 /** A fresh entity type name (lowercase letter first, as the model requires). */
 export const typeName = () => `t${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36).slice(-3)}`;
