@@ -2,10 +2,10 @@ import type { Context, Next } from "hono";
 import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
 import { audit, auditEmailKey } from "../../shared/audit";
-import { base64url, base64urlDecode } from "../../shared/crypto";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
+import { queryLimit, readCursor, writeCursor } from "./validation";
 
 const MAX_LIMIT = 1000;
 export const AUDIT_PARAMS = new Set(["user", "email", "kind", "since", "until", "cursor", "limit"]);
@@ -23,20 +23,18 @@ function time(name: string, value: string | undefined): number | null {
   return ms;
 }
 
-/** The opaque cursor: where the previous page ended, as (at, id), base64url JSON. */
-function readCursor(value: string | undefined): { at: number; id: string } | null {
-  if (value === undefined) return null;
-  try {
-    const c = JSON.parse(new TextDecoder().decode(base64urlDecode(value))) as { at?: unknown; id?: unknown };
-    if (typeof c.at === "number" && Number.isSafeInteger(c.at) && typeof c.id === "string" && c.id.length <= 64)
-      return { at: c.at, id: c.id };
-  } catch {
-    // fall through
-  }
-  throw bad("cursor is not one this endpoint returned");
-}
-
-const writeCursor = (row: Row) => base64url(new TextEncoder().encode(JSON.stringify({ at: row.at, id: row.id })));
+/** Where the previous page ended: the last event's (at, id). */
+const isPosition = (c: unknown): c is { at: number; id: string } => {
+  const p = c as { at?: unknown; id?: unknown } | null;
+  return (
+    typeof p === "object" &&
+    p !== null &&
+    typeof p.at === "number" &&
+    Number.isSafeInteger(p.at) &&
+    typeof p.id === "string" &&
+    p.id.length <= 64
+  );
+};
 
 /**
  * The page query. The table's key is (tenant, at, id) (schema/0013), which SQLite's planner, without
@@ -92,13 +90,12 @@ export async function listAudit(c: Context<AppEnv>): Promise<Response> {
   // A tenant's trail only: the platform's own paths read the default tenant's (issue 23).
   where.unshift("tenant = ?");
   binds.unshift(c.get("config").TENANT);
-  const cursor = readCursor(q.cursor);
+  const cursor = readCursor(q.cursor, isPosition);
   if (cursor) {
     where.push("(at < ? OR (at = ? AND id < ?))");
     binds.push(cursor.at, cursor.at, cursor.id);
   }
-  const limit = q.limit === undefined ? 100 : Number(q.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw bad(`limit must be 1 to ${MAX_LIMIT}`);
+  const limit = queryLimit(c, 100, MAX_LIMIT);
 
   const { results } = await c.env.DB.prepare(
     auditListSql(where, q.user !== undefined ? "user" : q.email !== undefined ? "email" : null),
@@ -118,7 +115,7 @@ export async function listAudit(c: Context<AppEnv>): Promise<Response> {
       ip: r.ip,
       detail: r.detail ? (JSON.parse(r.detail) as unknown) : null,
     })),
-    next_cursor: results.length > limit && last ? writeCursor(last) : null,
+    next_cursor: results.length > limit && last ? writeCursor({ at: last.at, id: last.id }) : null,
   });
 }
 

@@ -20,7 +20,7 @@ import {
   tenantSettingsSchema,
   tenantView,
 } from "../../shared/tenants";
-import { body } from "./validation";
+import { body, queryLimit } from "./validation";
 
 /**
  * The tenants of the admin API (issue 23, CONTRACT §8): create, read, list, change, disable and
@@ -152,10 +152,7 @@ export async function createTenant(c: Context<AppEnv>): Promise<Response> {
 
 /** `GET /admin/v1/tenants`: by id, `default` first, then pages of `limit` after `after`. */
 export async function listTenants(c: Context<AppEnv>): Promise<Response> {
-  const raw = c.req.query("limit");
-  const limit = raw === undefined ? 100 : Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
-    throw new OAuthError("invalid_request", "limit must be a whole number from 1 to 1000");
+  const limit = queryLimit(c, 100, 1000);
   const after = c.req.query("after") ?? "";
   const { results } = await c.env.DB.prepare(
     "SELECT * FROM tenants WHERE status != 'deleted' AND id > ? ORDER BY id LIMIT ?",

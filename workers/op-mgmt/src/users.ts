@@ -11,7 +11,7 @@ import { shard } from "../../shared/stores";
 import { revokeUserEverywhere } from "../../shared/tokens";
 import { findUser, findUserByEmail, newUserId, type User } from "../../shared/users";
 import { dropUserGrants } from "./entities/service";
-import { body } from "./validation";
+import { body, queryLimit } from "./validation";
 
 const email = z.string().transform((v, ctx) => {
   const normalized = normalizeEmail(v);
@@ -112,11 +112,7 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
     const user = await findUserByEmail(c.env, c.get("config").TENANT, e);
     return json({ users: user ? [user] : [] });
   }
-  const raw = c.req.query("limit");
-  const limit = raw === undefined ? 100 : Number(raw);
-  // Checked here: a bad LIMIT would reach D1 as a query error, which is not overload.
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
-    throw new OAuthError("invalid_request", "limit must be a whole number from 1 to 1000");
+  const limit = queryLimit(c, 100, 1000);
   const after = c.req.query("after") ?? "";
   const { results } = await c.env.DB.prepare("SELECT * FROM users WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?")
     .bind(c.get("config").TENANT, after, limit)

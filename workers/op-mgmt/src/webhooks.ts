@@ -10,7 +10,7 @@ import { shardNamed } from "../../shared/stores";
 import { WEBHOOK_EVENT_TYPES, webhookMessage } from "../../shared/webhooks/catalogue";
 import { sealWebhookSecret, type WebhookEndpointRow, webhookUrlProblem } from "../../shared/webhooks/endpoints";
 import { newWebhookSecret } from "../../shared/webhooks/signature";
-import { body } from "./validation";
+import { body, queryLimit } from "./validation";
 
 /**
  * Webhook endpoints through the admin API (issue 25, docs/webhooks.md): per tenant, each with a
@@ -205,11 +205,7 @@ export async function testWebhook(c: Context<AppEnv>): Promise<Response> {
 }
 
 const STATUSES = new Set<WebhookMessageStatus>(["pending", "delivered", "failed"]);
-const limitOf = (c: Context<AppEnv>) => {
-  const n = Number(c.req.query("limit") ?? 50);
-  if (!Number.isInteger(n) || n < 1 || n > 200) throw new OAuthError("invalid_request", "limit must be 1 to 200");
-  return n;
-};
+const limitOf = (c: Context<AppEnv>) => queryLimit(c, 50, 200);
 
 /** The endpoint's latest attempts: status, latency, error, and when its message is tried next. */
 export async function webhookAttempts(c: Context<AppEnv>): Promise<Response> {

@@ -1,13 +1,12 @@
 import type { Context } from "hono";
 import type { EntityRow, EntityWriteResult, GrantRow } from "../../../../durable-objects/contract";
 import type { AppEnv } from "../../../shared/app";
-import { base64url, base64urlDecode } from "../../../shared/crypto";
 import { normalizeEmail } from "../../../shared/email";
 import { OAuthError } from "../../../shared/errors";
 import { json } from "../../../shared/http";
 import { allShards, parseId, shardAddress } from "../../../shared/router";
 import { shard, shardNamed } from "../../../shared/stores";
-import { body } from "../validation";
+import { body, queryLimit, readCursor, writeCursor } from "../validation";
 import {
   entityInput,
   entityPatch,
@@ -39,13 +38,7 @@ import {
 
 const view = ({ tenant: _, ...e }: EntityRow) => e;
 
-function limitOf(c: Context<AppEnv>, max = 200): number {
-  const raw = c.req.query("limit");
-  if (raw === undefined) return 50;
-  if (!/^\d{1,4}$/.test(raw) || Number(raw) < 1 || Number(raw) > max)
-    throw new OAuthError("invalid_request", `limit is 1 to ${max}`);
-  return Number(raw);
-}
+const limitOf = (c: Context<AppEnv>) => queryLimit(c, 50, 200);
 
 const entityShardOf = (c: Context<AppEnv>, id: string) => {
   const ref = parseId(c.get("config"), "entity", id)?.ref;
@@ -186,15 +179,16 @@ interface Cursor {
   a: string | null;
 }
 
-const encodeCursor = (cur: Cursor) => base64url(new TextEncoder().encode(JSON.stringify(cur)));
-function decodeCursor(raw: string | undefined): Cursor {
-  if (!raw) return { s: 0, a: null };
-  try {
-    const cur = JSON.parse(new TextDecoder().decode(base64urlDecode(raw))) as Cursor;
-    if (Number.isInteger(cur.s) && cur.s >= 0 && (cur.a === null || typeof cur.a === "string")) return cur;
-  } catch {}
-  throw new OAuthError("invalid_request", "the cursor is not one this API returned");
-}
+const isCursor = (c: unknown): c is Cursor => {
+  const p = c as Partial<Cursor> | null;
+  return (
+    typeof p === "object" &&
+    p !== null &&
+    Number.isInteger(p.s) &&
+    (p.s as number) >= 0 &&
+    (p.a === null || typeof p.a === "string")
+  );
+};
 
 /** `true`/`false`, a number, or a string: how an attribute value in a query is compared. */
 function queryValue(raw: string): string | number | boolean {
@@ -219,7 +213,7 @@ export async function listEntities(c: Context<AppEnv>, fixedType?: string): Prom
   if (attribute !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(attribute))
     throw new OAuthError("invalid_request", "attribute is not an attribute name");
   const shards = allShards(config, "entity");
-  let cursor = decodeCursor(c.req.query("cursor"));
+  let cursor = readCursor(c.req.query("cursor"), isCursor) ?? { s: 0, a: null };
   const out: EntityRow[] = [];
   const started = Date.now();
   while (cursor.s < shards.length && out.length < limit) {
@@ -237,7 +231,7 @@ export async function listEntities(c: Context<AppEnv>, fixedType?: string): Prom
   }
   return json({
     entities: out.map(view),
-    next: cursor.s < shards.length ? encodeCursor(cursor) : null,
+    next: cursor.s < shards.length ? writeCursor(cursor) : null,
   });
 }
 
