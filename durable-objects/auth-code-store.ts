@@ -211,7 +211,7 @@ export class AuthCodeStore extends ShardStore {
    */
   async redeemCode(a: RedeemCode): Promise<RedeemResult> {
     const result = this.ctx.storage.transactionSync((): RedeemResult => {
-      const spent = spendCode(this.sql, a, a.grantId);
+      const spent = spendCode(this.sql, { into: "spent_codes", tables: ["spent_codes"] }, a, a.grantId);
       if (spent.status === "ok" && a.grantId && a.issued) this.recordAudit([a.issued]);
       return spent;
     });

@@ -450,6 +450,12 @@ export interface ShardStats {
   served: number;
   /** Rows written and read as SQLite counts them for billing (an index entry a write adds is a row). */
   rows_written: number;
+  /**
+   * Of `rows_written`, those that made tables: expiry buckets (expiry-buckets.ts) and audit outbox
+   * generations (audit-outbox.ts). A cost shared by every row such a table takes, not of the request
+   * that happened to make it.
+   */
+  table_rows_written: number;
   rows_read: number;
   alarms_set: number;
   alarm_runs: number;

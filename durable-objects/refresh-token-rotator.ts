@@ -52,6 +52,26 @@ export class RefreshTokenRotator extends ShardStore {
     return ["families", "spent_tokens"];
   }
 
+  /** Issue 28: a family is one billed row at a login, dropped with its bucket (no index, no later delete). */
+  protected override bucketedTables(): string[] {
+    return ["families"];
+  }
+
+  /** The table holding a live family, and its row, or null. */
+  #family<T>(familyHash: string, now: number, columns: string): { table: string; row: T } | null {
+    for (const table of this.buckets.tables("families", now)) {
+      const row = this.sql
+        .exec<Record<string, SqlStorageValue>>(
+          `SELECT ${columns} FROM ${table} WHERE family_hash = ? AND expires_at > ?`,
+          familyHash,
+          now,
+        )
+        .toArray()[0];
+      if (row) return { table, row: row as T };
+    }
+    return null;
+  }
+
   async createFamily(
     familyHash: string,
     tokenHash: string,
@@ -59,8 +79,9 @@ export class RefreshTokenRotator extends ShardStore {
     now: number,
     expiresAt: number,
   ): Promise<void> {
+    const { table, end } = this.bucketFor("families", expiresAt, now);
     this.sql.exec(
-      `INSERT INTO families (family_hash, grant_json, client_id, current_hash, rotated_at, created_at, expires_at)
+      `INSERT INTO ${table} (family_hash, grant_json, client_id, current_hash, rotated_at, created_at, expires_at)
        VALUES (?, ?, ?, ?, ?, ?, ?)`,
       familyHash,
       JSON.stringify(grant),
@@ -70,7 +91,7 @@ export class RefreshTokenRotator extends ShardStore {
       now,
       expiresAt,
     );
-    await this.expireAt(expiresAt);
+    await this.expireAt(end);
   }
 
   /**
@@ -81,28 +102,26 @@ export class RefreshTokenRotator extends ShardStore {
   rotateRefresh(a: RotateRefresh): RotateResult {
     const { familyHash, presentedHash, clientId, nextHash, sealedNext, now, graceMs, requestedScope } = a;
     return this.ctx.storage.transactionSync((): RotateResult => {
-      const f = this.sql
-        .exec<{
-          grant_json: string;
-          client_id: string;
-          current_hash: string;
-          previous_hash: string | null;
-          previous_sealed: string | null;
-          rotated_at: number;
-          created_at: number;
-          revoked: number;
-          expires_at: number;
-          rotations: number;
-          rotations_reset_at: number;
-        }>(
-          `SELECT grant_json, client_id, current_hash, previous_hash, previous_sealed, rotated_at, created_at, revoked,
-                  expires_at, rotations, rotations_reset_at
-           FROM families WHERE family_hash = ? AND expires_at > ?`,
-          familyHash,
-          now,
-        )
-        .toArray()[0];
-      if (!f || f.revoked) return { status: "invalid" };
+      const found = this.#family<{
+        grant_json: string;
+        client_id: string;
+        current_hash: string;
+        previous_hash: string | null;
+        previous_sealed: string | null;
+        rotated_at: number;
+        created_at: number;
+        revoked: number;
+        expires_at: number;
+        rotations: number;
+        rotations_reset_at: number;
+      }>(
+        familyHash,
+        now,
+        `grant_json, client_id, current_hash, previous_hash, previous_sealed, rotated_at, created_at, revoked,
+         expires_at, rotations, rotations_reset_at`,
+      );
+      if (!found || found.row.revoked) return { status: "invalid" };
+      const f = found.row;
       // RFC 6749 §10.4 / RFC 9700 §4.14.2: a token bound to another client is not this client's to use.
       if (f.client_id !== clientId) return { status: "invalid" };
       const grant = JSON.parse(f.grant_json) as FamilyGrant;
@@ -120,7 +139,7 @@ export class RefreshTokenRotator extends ShardStore {
             retry_after: Math.max(1, Math.ceil((f.rotations_reset_at - now) / 1000)),
           };
         this.sql.exec(
-          `UPDATE families SET previous_hash = current_hash, previous_sealed = ?, current_hash = ?, rotated_at = ?,
+          `UPDATE ${found.table} SET previous_hash = current_hash, previous_sealed = ?, current_hash = ?, rotated_at = ?,
              rotations = ?, rotations_reset_at = ? WHERE family_hash = ?`,
           sealedNext,
           nextHash,
@@ -147,32 +166,34 @@ export class RefreshTokenRotator extends ShardStore {
           .toArray().length > 0;
       if (!spent) return { status: "invalid" };
       // A spent token came back: the family has leaked (RFC 9700 §4.14.2). Revoke all of it.
-      this.sql.exec("UPDATE families SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?", familyHash);
+      this.sql.exec(`UPDATE ${found.table} SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?`, familyHash);
       return { status: "reuse_detected", grant };
     });
   }
 
   /** Revokes a family; true if it existed and was live. */
   revokeFamily(familyHash: string): boolean {
-    return (
-      this.sql.exec(
-        "UPDATE families SET revoked = 1, previous_sealed = NULL WHERE family_hash = ? AND revoked = 0",
-        familyHash,
-      ).rowsWritten > 0
-    );
+    const now = Date.now();
+    return this.buckets
+      .tables("families", now)
+      .some(
+        (t) =>
+          this.sql.exec(
+            `UPDATE ${t} SET revoked = 1, previous_sealed = NULL WHERE family_hash = ? AND revoked = 0`,
+            familyHash,
+          ).rowsWritten > 0,
+      );
   }
 
   /** The grant of a live family whose current token is `tokenHash` (for introspection and revocation). */
   familyOf(familyHash: string, tokenHash: string, now: number): (FamilyGrant & { expires_at: number }) | null {
-    const row = this.sql
-      .exec<{ grant_json: string; expires_at: number }>(
-        "SELECT grant_json, expires_at FROM families WHERE family_hash = ? AND current_hash = ? AND revoked = 0 AND expires_at > ?",
-        familyHash,
-        tokenHash,
-        now,
-      )
-      .toArray()[0];
-    return row ? { ...(JSON.parse(row.grant_json) as FamilyGrant), expires_at: row.expires_at } : null;
+    const row = this.#family<{ grant_json: string; expires_at: number; current_hash: string; revoked: number }>(
+      familyHash,
+      now,
+      "grant_json, expires_at, current_hash, revoked",
+    );
+    if (!row || row.row.revoked || row.row.current_hash !== tokenHash) return null;
+    return { ...(JSON.parse(row.row.grant_json) as FamilyGrant), expires_at: row.row.expires_at };
   }
 }
 countVerbCalls(RefreshTokenRotator);

@@ -29,6 +29,11 @@ export class RevocationStore extends ShardStore {
     return ["revoked", "spent_codes"];
   }
 
+  /** Issue 28: a spent code is one billed row, dropped with its bucket. */
+  protected override bucketedTables(): string[] {
+    return ["spent_codes"];
+  }
+
   /**
    * The authorization code grant's check and spend, atomically (RFC 6749 §4.1.2: a code is used once;
    * OIDC: a code of a login that has ended issues nothing). The first presentation spends the code,
@@ -36,15 +41,17 @@ export class RevocationStore extends ShardStore {
    * one gets `reused` with the grant to revoke, or `spent` when the first issued nothing.
    */
   async redeemCodeForLogin(a: RedeemCodeForLogin): Promise<RedeemForLoginResult> {
+    const now = Date.now();
+    const { table, end } = this.bucketFor("spent_codes", a.keepUntil, now);
     const result = this.ctx.storage.transactionSync((): RedeemForLoginResult => {
       const ended = this.#ended(a.login);
       const grantId = ended ? null : a.grantId;
-      const spent = spendCode(this.sql, a, grantId);
+      const spent = spendCode(this.sql, { into: table, tables: this.buckets.tables("spent_codes", now) }, a, grantId);
       if (spent.status === "ok" && grantId && a.issued) this.recordAudit([a.issued]);
       return { ...spent, ended };
     });
     if (result.status === "ok")
-      await (a.grantId && a.issued && !result.ended ? this.auditFlushSoon() : this.expireAt(a.keepUntil));
+      await (a.grantId && a.issued && !result.ended ? this.auditFlushSoon() : this.expireAt(end));
     return result;
   }
 

@@ -5,8 +5,8 @@ import { countVerbCalls, ShardStore } from "./shard-store";
  * Browser sessions, keyed by the SHA-256 of the session cookie, so storage never holds a usable
  * cookie. The login transaction itself is not stored: it travels sealed in `tx` (op-auth's
  * login-tx.ts), nor is a verified one: `redirect_to` carries it sealed, and following it stores the
- * session. A session row remembers the hash of the transaction that made it, which makes a
- * transaction good for one session (and so for one code).
+ * session. A session's id is derived from the transaction that made it, which makes a transaction good
+ * for one session (and so for one code). Sessions are kept in expiry buckets (expiry-buckets.ts).
  */
 export class SessionStore extends ShardStore {
   protected schema(): string[] {
@@ -31,7 +31,7 @@ export class SessionStore extends ShardStore {
   }
 
   protected override indexes(): string[] {
-    // After the upgrades: a login transaction makes one session (NULLs, from older rows, never clash).
+    // The table before expiry buckets: a login transaction made one session there (NULLs never clash).
     return ["CREATE UNIQUE INDEX IF NOT EXISTS sessions_tx ON sessions(tx_hash)"];
   }
 
@@ -39,15 +39,26 @@ export class SessionStore extends ShardStore {
     return ["sessions"];
   }
 
+  /** Issue 28: a session is one billed row, dropped with its bucket (no expiry index, no later delete). */
+  protected override bucketedTables(): string[] {
+    return ["sessions"];
+  }
+
   /**
    * Stores the session a verified login made, when its `redirect_to` is followed. False when the
-   * transaction already made a session (a replayed or raced `redirect_to`): nothing is written.
+   * transaction already made a session (a replayed or raced `redirect_to`): nothing is written. The
+   * session's id is derived from its transaction's (op-auth's email-code.ts), so the key itself makes
+   * a transaction good for one session, with no second index to keep.
    */
   async startSession(a: StartSession): Promise<boolean> {
+    const { table, end } = this.bucketFor("sessions", a.session.expires_at, a.now);
     const done = this.ctx.storage.transactionSync(() => {
-      const cur = this.sql.exec(
-        `INSERT INTO sessions (session_hash, sid, sub, email, auth_time, expires_at, tx_hash)
-         VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(tx_hash) DO NOTHING`,
+      for (const t of this.buckets.tables("sessions", a.now))
+        if (this.sql.exec(`SELECT 1 FROM ${t} WHERE session_hash = ?`, a.sessionHash).toArray().length) return false;
+      // A transaction begun before sessions were keyed by it (its row is in the table before buckets).
+      if (this.sql.exec("SELECT 1 FROM sessions WHERE tx_hash = ?", a.txHash).toArray().length) return false;
+      this.sql.exec(
+        `INSERT INTO ${table} (session_hash, sid, sub, email, auth_time, expires_at, tx_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`,
         a.sessionHash,
         a.session.sid,
         a.session.sub,
@@ -56,32 +67,36 @@ export class SessionStore extends ShardStore {
         a.session.expires_at,
         a.txHash,
       );
-      if (cur.rowsWritten === 0) return false;
       if (a.signIn) this.recordAudit([a.signIn]);
       return true;
     });
-    if (done) await (a.signIn ? this.auditFlushSoon() : this.expireAt(a.session.expires_at));
+    if (done) await (a.signIn ? this.auditFlushSoon() : this.expireAt(end));
     return done;
   }
 
   session(sessionHash: string, now: number): SessionInfo | null {
-    return (
-      this.sql
+    for (const t of this.buckets.tables("sessions", now)) {
+      const row = this.sql
         .exec<Record<keyof SessionInfo, never>>(
-          "SELECT sid, sub, email, auth_time, expires_at FROM sessions WHERE session_hash = ? AND expires_at > ?",
+          `SELECT sid, sub, email, auth_time, expires_at FROM ${t} WHERE session_hash = ? AND expires_at > ?`,
           sessionHash,
           now,
         )
-        .toArray()[0] ?? null
-    );
+        .toArray()[0];
+      if (row) return row;
+    }
+    return null;
   }
 
   /** Ends a session; returns its public `sid` so the caller can revoke the tokens of its logins. */
   endSession(sessionHash: string): string | null {
-    const row = this.sql
-      .exec<{ sid: string }>("DELETE FROM sessions WHERE session_hash = ? RETURNING sid", sessionHash)
-      .toArray()[0];
-    return row?.sid ?? null;
+    for (const t of this.buckets.tables("sessions", Date.now())) {
+      const row = this.sql
+        .exec<{ sid: string }>(`DELETE FROM ${t} WHERE session_hash = ? RETURNING sid`, sessionHash)
+        .toArray()[0];
+      if (row) return row.sid;
+    }
+    return null;
   }
 }
 countVerbCalls(SessionStore);

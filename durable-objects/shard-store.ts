@@ -4,6 +4,7 @@ import { errorField, log } from "../workers/shared/log";
 import { handOffToWebhooks, type WebhookHandOffEnv } from "../workers/shared/webhooks/handoff";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
 import type { AuditEvent, ShardStats } from "./contract";
+import { ExpiryBuckets } from "./expiry-buckets";
 
 export interface StoreEnv {
   /** Where the audit outbox flushes. */
@@ -58,6 +59,30 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
       },
     });
     this.audit = new AuditOutbox(this.sql, this.outboxTable());
+    const creates = Object.fromEntries(
+      this.bucketedTables().map((base) => [
+        base,
+        this.schema().find((s) => new RegExp(`^\\s*CREATE TABLE IF NOT EXISTS ${base}\\b`, "i").test(s)) ?? "",
+      ]),
+    );
+    for (const [base, create] of Object.entries(creates)) if (!create) throw new Error(`no CREATE TABLE for ${base}`);
+    this.buckets = new ExpiryBuckets(this.sql, creates);
+  }
+
+  /** Tables kept as expiry buckets (expiry-buckets.ts); each is also in `schema()`, for its older rows. */
+  protected bucketedTables(): string[] {
+    return [];
+  }
+
+  /** Where rows of the `bucketedTables()` go by their expiry, and are read from. */
+  protected readonly buckets: ExpiryBuckets;
+
+  /**
+   * The bucket a row of `base` expiring at `expiresAt` goes into, made now: call it before the
+   * verb's transaction, so a rolled-back transaction cannot take a bucket's table with it.
+   */
+  protected bucketFor(base: string, expiresAt: number, now = Date.now()): { table: string; end: number } {
+    return this.buckets.tableFor(base, expiresAt, now);
   }
 
   #schemaMade = false;
@@ -196,6 +221,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     return {
       served: this.served,
       rows_written: this.rows.total(),
+      table_rows_written: this.buckets.madeRows + this.audit.madeRows,
       rows_read: this.rows.read(),
       alarms_set: this.alarmsSet,
       alarm_runs: this.alarmRuns,
@@ -218,11 +244,12 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   #pendingDeletes(): number {
     const raw = this.ctx.storage.sql;
     let n = 0;
-    for (const table of [...this.expiringTables(), this.outboxTable()]) {
+    for (const table of this.expiringTables()) {
       const exists = raw.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", table).toArray().length;
       if (exists) n += raw.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n;
     }
-    return n;
+    const outbox = raw.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", this.outboxTable());
+    return n + (outbox.toArray().length ? this.audit.pendingDeletes() : 0);
   }
 
   override async alarm(): Promise<void> {
@@ -242,7 +269,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
       log("error", "audit: flush to D1 failed", { error: errorField(err) });
       auditAt = now + auditRetryDelay(this.auditFailures);
     }
-    let sweepAt = Number.POSITIVE_INFINITY;
+    let sweepAt = this.buckets.dropEnded(now) ?? Number.POSITIVE_INFINITY;
     for (const table of this.expiringTables()) {
       this.sql.exec(`DELETE FROM ${table} WHERE expires_at <= ?`, now);
       const row = this.sql.exec<{ e: number | null }>(`SELECT MIN(expires_at) AS e FROM ${table}`).one();
@@ -271,6 +298,8 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
         "indexes",
         "expiringTables",
         "outboxTable",
+        "bucketedTables",
+        "bucketFor",
         "auditBacklog",
         "alarm",
         "webhookCounts",

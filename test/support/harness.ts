@@ -483,19 +483,39 @@ export async function spentCodeShard(code: string): Promise<DurableObjectStub> {
 const storeSql = (instance: unknown, state: DurableObjectState): SqlStorage =>
   (instance as { sql?: SqlStorage }).sql ?? state.storage.sql;
 
+/**
+ * A SELECT reads a table kept in expiry buckets (durable-objects/expiry-buckets.ts) or in an audit
+ * outbox's generations (audit-outbox.ts) as what it holds: the table and every bucket or generation of
+ * it, so assertions on stored state see every row wherever it went.
+ */
+function withBuckets(q: SqlStorage, query: string): string {
+  if (!/^\s*SELECT\b/i.test(query)) return query;
+  const buckets = new Map<string, string[]>();
+  for (const { name } of q
+    .exec<{ name: string }>(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND (name GLOB '*__e[0-9]*' OR name GLOB '*__g[0-9]*')",
+    )
+    .toArray()) {
+    const base = name.replace(/__[eg]\d+$/, "");
+    buckets.set(base, [...(buckets.get(base) ?? []), name]);
+  }
+  return query.replace(/\bFROM (\w+)\b/gi, (whole, base: string) => {
+    const list = buckets.get(base);
+    if (!list) return whole;
+    return `FROM (${[base, ...list].map((t) => `SELECT * FROM ${t}`).join(" UNION ALL ")}) AS ${base}`;
+  });
+}
+
 /** Runs a query against a shard's SQLite storage (read-only inspection of stored state). */
 export function sql<T = Record<string, unknown>>(
   stub: DurableObjectStub,
   query: string,
   ...params: unknown[]
 ): Promise<T[]> {
-  return runInDurableObject(
-    stub,
-    (instance, state) =>
-      storeSql(instance, state)
-        .exec(query, ...params)
-        .toArray() as T[],
-  );
+  return runInDurableObject(stub, (instance, state) => {
+    const q = storeSql(instance, state);
+    return q.exec(withBuckets(q, query), ...params).toArray() as T[];
+  });
 }
 
 /** Every row of every Keyway table in a shard, as JSON text (for "no plaintext" checks). */

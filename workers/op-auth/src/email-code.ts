@@ -305,8 +305,10 @@ export const verifyCode = loginPost("verify", async (c, post) => {
 
   // A new session every time, in the transaction's shard, stored when `redirect_to` is followed (it
   // carries the login sealed: login-tx.ts). Any session cookie the browser brought is replaced, never
-  // reused (no fixation).
-  const { id: sessionId } = issueId(config, "session", { onto: post.tx.id.ref });
+  // reused (no fixation). Its id is a MAC of the transaction's, so the SessionStore's key alone makes
+  // one transaction one session (issue 28: no second index); it is as unguessable as a random one.
+  const seed = await hmac(config.OTP_HMAC_SECRET, `session-of:${post.tx.id.id}`);
+  const { id: sessionId } = issueId(config, "session", { onto: post.tx.id.ref }, seed);
   const { id: sid } = issueId(config, "sid", { region: post.tx.id.ref.place.region });
   const ttl = config.POLICY.session_ttl_seconds;
   const done = await sealVerifiedLogin(config, post.tx, {
@@ -316,7 +318,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     created,
     claims,
   });
-  endReplacedSession(c);
+  endReplacedSession(c, sessionId);
 
   const redirectTo = `${config.ISSUER}/authorize?tx=${encodeURIComponent(done)}`;
   const cookie = setCookie(cookieName(SESSION_COOKIE, config), sessionId, {
@@ -336,11 +338,15 @@ function loginOutcome(p: Projection): LoginOutcome | undefined {
   return p.claims ? { claims: p.claims } : undefined;
 }
 
-/** The session cookie a browser brought to a new login is ended after the response. */
-function endReplacedSession(c: Context<AppEnv>): void {
+/**
+ * The session cookie a browser brought to a new login is ended after the response, unless it is the
+ * session this transaction already made (a second code for it): that one stands, and keeps the
+ * transaction from making another.
+ */
+function endReplacedSession(c: Context<AppEnv>, next: string): void {
   const config = c.get("config");
   const old = sessionCookie(config, c.req.raw);
-  if (!old) return;
+  if (!old || old.id === next) return;
   c.executionCtx.waitUntil(
     sha256(old.id)
       .then((hash) => shard(c.env, "session", old.ref).endSession(hash))

@@ -11,6 +11,7 @@ import { shard } from "../../shared/stores";
 /** The counters a store's shards sum to, and the deployment's totals sum over stores. */
 const SUMMED = [
   "rows_written",
+  "table_rows_written",
   "rows_read",
   "alarms_set",
   "alarm_runs",
@@ -101,6 +102,8 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
       totals: {
         durable_object_calls: calls,
         rows_written: objects.rows_written,
+        // Of those, the rows that made expiry buckets' and outboxes' tables (shared by every row they take).
+        table_rows_written: objects.table_rows_written,
         // The Workers' D1 statements (a login's budget is none once its client and user are known).
         d1_queries: workers("d1_queries"),
       },
