@@ -1,7 +1,7 @@
 import type { AuditEvent } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
-export { AUDIT_BATCH, AUDIT_FLUSH_DELAY_MS, LAST_LOGIN_EVERY_MS } from "./audit-outbox";
+export { AUDIT_BATCH, AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
 /** A flush runs at once when this many events are waiting. */
 export const AUDIT_FLUSH_SIZE = 100;
 

@@ -1,11 +1,10 @@
+import { type AuditRow, auditWrites } from "../workers/shared/audit-trail";
 import type { AuditEvent } from "./contract";
 
 /** A flush runs this long after the first buffered event... */
 export const AUDIT_FLUSH_DELAY_MS = 5_000;
 /** Events per D1 write (one statement: the batch travels as one JSON parameter). */
 export const AUDIT_BATCH = 500;
-/** `users.last_login_at` moves at most this often per user. */
-export const LAST_LOGIN_EVERY_MS = 300_000;
 /** While D1 refuses a flush, the next try waits this long, doubled per failure, at most five minutes. */
 export const auditRetryDelay = (failures: number) => Math.min(300_000, AUDIT_FLUSH_DELAY_MS * 2 ** failures);
 
@@ -198,33 +197,9 @@ export class AuditOutbox {
   }
 }
 
-/** One D1 batch: the events (INSERT OR IGNORE by id) and each signed-in user's `last_login_at`. */
-async function writeToD1(db: D1Database, rows: Record<string, SqlStorageValue>[]): Promise<void> {
-  const events = JSON.stringify(rows.map((r) => Object.fromEntries(COLUMNS.map((c) => [c, r[c]]))));
-  const logins = new Map<string, number>();
-  for (const r of rows)
-    if (r.kind === "sign_in" && typeof r.user_id === "string")
-      logins.set(r.user_id, Math.max(logins.get(r.user_id) ?? 0, r.at as number));
-  const statements = [
-    db
-      .prepare(
-        `INSERT OR IGNORE INTO audit_events (${COLUMNS.join(", ")})
-         SELECT ${COLUMNS.map((c) => (c === "tenant" ? "COALESCE(json_extract(value, '$.tenant'), 'default')" : `json_extract(value, '$.${c}')`)).join(", ")} FROM json_each(?)`,
-      )
-      .bind(events),
-  ];
-  if (logins.size)
-    statements.push(
-      db
-        .prepare(
-          `UPDATE users SET last_login_at = json_extract(j.value, '$.at')
-           FROM json_each(?) AS j
-           WHERE users.id = json_extract(j.value, '$.user')
-             AND (users.last_login_at IS NULL OR users.last_login_at < json_extract(j.value, '$.at') - ${LAST_LOGIN_EVERY_MS})`,
-        )
-        .bind(JSON.stringify([...logins].map(([user, at]) => ({ user, at })))),
-    );
-  await db.batch(statements);
+/** One D1 batch: the events, into their months' tables (workers/shared/audit-trail.ts). */
+async function writeToD1(db: D1Database, rows: OutboxRow[]): Promise<void> {
+  await db.batch(auditWrites(db, rows as unknown as AuditRow[]));
 }
 
 /** A stored row as the event it was. */

@@ -208,7 +208,6 @@ try {
     durable_object_rows_read: per("durable_object_rows_read"),
     durable_object_alarms_set: per("durable_object_alarms_set"),
     d1_rows_written: per("d1_rows_written"),
-    d1_later_deletes: per("d1_pending_deletes"),
     d1_rows_read: per("d1_rows_read"),
     d1_queries: per("d1_queries"),
     durable_object_storage_bytes: per("durable_object_storage_bytes"),
@@ -245,7 +244,6 @@ try {
     ),
     line("Durable Object rows read", m.durable_object_rows_read, "durable_object_rows_read", "rows"),
     line("D1 rows written", m.d1_rows_written, "d1_rows_written", "rows"),
-    line("D1 rows deleted later (audit retention)", m.d1_later_deletes, "d1_rows_written", "rows"),
     line("D1 rows read", m.d1_rows_read, "d1_rows_read", "rows"),
     line(
       "Durable Object storage, a month (bytes a login leaves)",
@@ -263,11 +261,7 @@ try {
   const total = lines.reduce((a, l) => a + l.usd, 0);
   const mail = line("Mail (Cloudflare Email Sending)", m.mails, "email_sending", "messages");
   const cpu = line("Workers CPU, upper bound (local whole-process CPU)", m.local_cpu_ms, "worker_cpu_ms", "CPU-ms");
-  const rowsWritten =
-    m.durable_object_rows_written +
-    Math.max(0, m.durable_object_later_deletes) +
-    m.d1_rows_written +
-    m.d1_later_deletes;
+  const rowsWritten = m.durable_object_rows_written + Math.max(0, m.durable_object_later_deletes) + m.d1_rows_written;
 
   const fmt = (n, d = 2) => (Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(d));
   const table = [
@@ -283,7 +277,7 @@ try {
   ].join("\n");
   const git = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO, encoding: "utf8" }).trim();
   const summary = `${LOGINS} returning users' logins in ${seconds.toFixed(1)} s (${(LOGINS / seconds).toFixed(1)}/s, ${CONCURRENCY} at a time), commit ${git}, ${new Date().toISOString()}.
-Billed rows written per login, later deletes included: ${rowsWritten.toFixed(2)} (Durable Objects ${m.durable_object_rows_written.toFixed(2)} + ${Math.max(0, m.durable_object_later_deletes).toFixed(2)} later, D1 ${m.d1_rows_written.toFixed(2)} + ${m.d1_later_deletes.toFixed(2)} later); Durable Object requests ${m.durable_object_requests.toFixed(2)} (alarms set ${m.durable_object_alarms_set.toFixed(2)}); D1 statements ${m.d1_queries.toFixed(2)}.`;
+Billed rows written per login, later deletes included: ${rowsWritten.toFixed(2)} (Durable Objects ${m.durable_object_rows_written.toFixed(2)} + ${Math.max(0, m.durable_object_later_deletes).toFixed(2)} later, D1 ${m.d1_rows_written.toFixed(2)}, whose audit months retention drops whole); Durable Object requests ${m.durable_object_requests.toFixed(2)} (alarms set ${m.durable_object_alarms_set.toFixed(2)}); D1 statements ${m.d1_queries.toFixed(2)}.`;
   const stores = [
     "| store | calls per login | rows written per login (alarms set included) | rows deleted later per login |",
     "| --- | --- | --- | --- |",

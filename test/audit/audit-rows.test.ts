@@ -1,36 +1,69 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { auditListSql } from "../../workers/op-mgmt/src/audit";
 import { sweepAuditEvents } from "../../workers/op-mgmt/src/retention";
+import {
+  type AuditRow,
+  auditMonths,
+  auditWrites,
+  eventsTable,
+  monthOf,
+  pagesTable,
+} from "../../workers/shared/audit-trail";
 import { loadConfig } from "../../workers/shared/config";
+import { auditEvents } from "../support/harness";
 import { createTenant } from "../tenants/support";
 
 const DAY = 86_400_000;
 
 /**
- * What an audit event costs in D1 (issue 28): the table is keyed by (tenant, at, id) WITHOUT ROWID,
- * so an event is one row, plus one index row for a user and one for an email. It was 6 or 7.
+ * What an audit event costs in D1 (issue 28): one row in its month's table, keyed (tenant, subject,
+ * at, id) WITHOUT ROWID, and a flush's events of one tenant and minute share one page row. It was 2
+ * or 3 a event (the table before the months, with an index by user and one by email), and 6 or 7
+ * before that.
  */
-describe("audit events in D1", () => {
-  const insert = (id: string, user: string | null, emailKey: string | null) =>
-    env.DB.prepare(
-      "INSERT OR IGNORE INTO audit_events (id, at, kind, user_id, email_key, client_id, ip, detail, tenant) VALUES (?, ?, 'sign_in', ?, ?, 'c', '192.0.2.1', '{}', 'default')",
-    )
-      .bind(id, Date.now(), user, emailKey)
-      .run();
+describe("audit events in D1, by month", () => {
+  const row = (id: string, at: number, user: string | null, emailKey: string | null, tenant = "default"): AuditRow => ({
+    id,
+    at,
+    kind: "sign_in",
+    user_id: user,
+    email_key: emailKey,
+    client_id: "c",
+    ip: "192.0.2.1",
+    detail: "{}",
+    tenant,
+  });
+  const written = async (rows: AuditRow[]) =>
+    (await env.DB.batch(auditWrites(env.DB, rows))).reduce((n, r) => n + r.meta.rows_written, 0);
 
-  it("costs 1 row, plus 1 for its user and 1 for its email; a repeated flush costs nothing", async () => {
+  it("costs 1 row an event, whatever it names, and 1 page row per tenant and minute; a repeated flush costs nothing", async () => {
     const tag = `rows-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
-    expect((await insert(`${tag}-both`, "u1", "e1")).meta.rows_written).toBe(3);
-    expect((await insert(`${tag}-email`, null, "e1")).meta.rows_written).toBe(2);
-    expect((await insert(`${tag}-none`, null, null)).meta.rows_written).toBe(1);
-    const again = env.DB.prepare(
-      "INSERT OR IGNORE INTO audit_events (id, at, kind, tenant) SELECT id, at, kind, tenant FROM audit_events WHERE id = ?",
-    ).bind(`${tag}-both`);
-    expect((await again.run()).meta.rows_written).toBe(0);
+    const now = Date.now();
+    await written([row(`${tag}-warm`, now, null, null)]); // the month's tables exist
+    const rows = [
+      row(`${tag}-both`, now, `${tag}-u1`, "e1"),
+      row(`${tag}-email`, now + 1, null, "e1"),
+      row(`${tag}-none`, now + 2, null, null),
+    ];
+    // Three events and, a minute apart at most, one page (or two if the minute turned between them).
+    const first = await written(rows);
+    expect(first === 4 || first === 5).toBe(true);
+    expect(await written(rows)).toBe(0);
+    const month = monthOf(now);
+    const stored = await env.DB.prepare(`SELECT id, subject FROM ${eventsTable(month)} WHERE id LIKE ? ORDER BY id`)
+      .bind(`${tag}-%`)
+      .all<{ id: string; subject: string }>();
+    expect(stored.results).toEqual([
+      { id: `${tag}-both`, subject: `${tag}-u1` },
+      { id: `${tag}-email`, subject: "e:e1" },
+      { id: `${tag}-none`, subject: "-" },
+      { id: `${tag}-warm`, subject: "-" },
+    ]);
   });
 
-  it("a tenant's trail newest first reads its key's range; a user's or an address's reads its index, in order", async () => {
+  it("a user's or an address's events are a range of the month's key; the tenant's trail a range of its pages' key", async () => {
+    const month = monthOf(Date.now());
+    await env.DB.batch(auditWrites(env.DB, [row(`plan-${Date.now()}`, Date.now(), "u", null)]));
     const plan = async (sql: string) =>
       (
         await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
@@ -39,18 +72,36 @@ describe("audit events in D1", () => {
       ).results
         .map((r) => r.detail)
         .join("; ");
-    const where = ["tenant = ?", "kind IN (?, ?)", "(at < ? OR (at = ? AND id < ?))"];
-    expect(await plan(auditListSql(where, null))).toBe("SEARCH audit_events USING PRIMARY KEY (tenant=?)");
-    expect(await plan(auditListSql([...where, "user_id = ?"], "user"))).toBe(
-      "SEARCH audit_events USING INDEX audit_events_by_user (tenant=? AND user_id=?)",
-    );
-    expect(await plan(auditListSql([...where, "email_key = ?"], "email"))).toBe(
-      "SEARCH audit_events USING INDEX audit_events_by_email (tenant=? AND email_key=?)",
-    );
+    expect(
+      await plan(
+        `SELECT id FROM ${eventsTable(month)} WHERE tenant = ? AND subject IN (?, ?) AND at >= ? ORDER BY at DESC, id DESC LIMIT ?`,
+      ),
+    ).toMatch(/^SEARCH audit_\d{6} USING PRIMARY KEY \(tenant=\? AND subject=\? AND at>\?\)/);
+    expect(
+      await plan(
+        `SELECT events FROM ${pagesTable(month)} WHERE tenant = ? AND at >= ? AND at < ? ORDER BY at DESC LIMIT 100`,
+      ),
+    ).toBe(`SEARCH ${pagesTable(month)} USING PRIMARY KEY (tenant=? AND at>? AND at<?)`);
+  });
+
+  it("retention drops a month's tables whole once the month is past it, and writes no row for it", async () => {
+    const now = Date.now();
+    const tag = `drop-${now}`;
+    const long = Date.UTC(2020, 0, 15);
+    await env.DB.batch(auditWrites(env.DB, [row(`${tag}-old`, long, tag, null), row(`${tag}-new`, now, tag, null)]));
+    expect(await auditMonths(env.DB)).toContain("202001");
+    const swept = await sweepAuditEvents(env as never, loadConfig(env as never), now);
+    expect(swept.months_dropped).toContain("202001");
+    expect(await auditMonths(env.DB)).not.toContain("202001");
+    expect(await auditMonths(env.DB)).toContain(monthOf(now));
+    const left = await env.DB.prepare(`SELECT id FROM ${await auditEvents()} WHERE user_id = ?`)
+      .bind(tag)
+      .all<{ id: string }>();
+    expect(left.results.map((r) => r.id)).toEqual([`${tag}-new`]);
   });
 });
 
-describe("audit retention, tenant by tenant", () => {
+describe("audit retention of the table from before the months, tenant by tenant", () => {
   it("deletes every tenant's events past retention, reading each tenant's own range", async () => {
     const now = Date.now();
     const tag = `ret-t-${now}-${Math.random().toString(36).slice(2, 8)}`;

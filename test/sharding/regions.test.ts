@@ -8,6 +8,7 @@ import { regionFor, routeKey } from "../../workers/shared/router";
 import { shard } from "../../workers/shared/stores";
 import {
   admin,
+  auditEvents,
   authorizeQuery,
   Browser,
   call,
@@ -192,7 +193,7 @@ describe("placement: a login's objects live in its region", () => {
     );
     // Flushed to D1 already or still waiting: either way it went through this shard, so check D1 too.
     const flushed = await env.DB.prepare(
-      "SELECT COUNT(*) AS n FROM audit_events WHERE email_key = ? AND kind = 'code_sent'",
+      `SELECT COUNT(*) AS n FROM ${await auditEvents()} WHERE email_key = ? AND kind = 'code_sent'`,
     )
       .bind(key)
       .first<{ n: number }>();

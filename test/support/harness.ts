@@ -5,6 +5,7 @@ import authApp from "../../workers/op-auth/src/index";
 import mgmtApp from "../../workers/op-mgmt/src/index";
 import tokenApp from "../../workers/op-token/src/index";
 import { workerFor } from "../../workers/routes";
+import { auditMonths, eventsTable } from "../../workers/shared/audit-trail";
 import { loadConfig } from "../../workers/shared/config";
 import { openSealedId } from "../../workers/shared/sealed-id";
 
@@ -558,4 +559,14 @@ export function pinClock(ms = Date.now()): (offset: number) => void {
  */
 export function comparableHeaders(res: Response): [string, string][] {
   return [...res.headers].filter(([k]) => !["set-cookie", "date", "x-request-id"].includes(k)).sort();
+}
+
+/**
+ * The audit trail in D1 as one table, for assertions: the months' tables and the table from before
+ * them (workers/shared/audit-trail.ts). Use as `SELECT ... FROM ${await auditEvents()} WHERE ...`.
+ */
+export async function auditEvents(db: D1Database = env.DB): Promise<string> {
+  const cols = "id, at, kind, user_id, email_key, client_id, ip, detail, tenant";
+  const months = await auditMonths(db);
+  return `(SELECT ${cols} FROM audit_events${months.map((m) => ` UNION ALL SELECT ${cols} FROM ${eventsTable(m)}`).join("")}) AS audit_events`;
 }

@@ -5,6 +5,7 @@ import { webhookUrlProblem } from "../../workers/shared/webhooks/endpoints";
 import { forgetWebhookSubscribers } from "../../workers/shared/webhooks/handoff";
 import {
   admin,
+  auditEvents,
   Browser,
   form,
   fullLogin,
@@ -316,7 +317,7 @@ describe("webhooks: delivery (issue 25)", () => {
     // The audit event, once the queue's own outbox flushes.
     await deliver(endpoint);
     const event = await env.DB.prepare(
-      "SELECT detail FROM audit_events WHERE kind = 'webhook_disabled' AND detail LIKE ?",
+      `SELECT detail FROM ${await auditEvents()} WHERE kind = 'webhook_disabled' AND detail LIKE ?`,
     )
       .bind(`%${endpoint.id}%`)
       .first<{ detail: string }>();

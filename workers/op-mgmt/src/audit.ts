@@ -2,6 +2,7 @@ import type { Context, Next } from "hono";
 import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
 import { audit, auditEmailKey } from "../../shared/audit";
+import { auditMonths, eventsTable, monthBounds, PAGE_SPAN_MS, pagesTable } from "../../shared/audit-trail";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
@@ -37,9 +38,9 @@ const isPosition = (c: unknown): c is { at: number; id: string } => {
 };
 
 /**
- * The page query. The table's key is (tenant, at, id) (schema/0013), which SQLite's planner, without
- * statistics, prefers even for one user's events in a large tenant: a lookup by user or email names
- * its index, so it reads that user's rows, already in order, and nothing else.
+ * The legacy table's page query (schema/0013: events from before the monthly tables). Its key is
+ * (tenant, at, id), which SQLite's planner, without statistics, prefers even for one user's events in
+ * a large tenant: a lookup by user or email names its index.
  */
 export function auditListSql(where: string[], by: "user" | "email" | null): string {
   const index = by ? ` INDEXED BY audit_events_by_${by}` : "";
@@ -47,61 +48,166 @@ export function auditListSql(where: string[], by: "user" | "email" | null): stri
      ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY at DESC, id DESC LIMIT ?`;
 }
 
+/** Newest first: by time, then id. */
+const newestFirst = (a: Row, b: Row) => b.at - a.at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+
+interface Filter {
+  tenant: string;
+  kinds: string[] | null;
+  /** Inclusive lower and exclusive upper time bounds, retention and the cursor applied. */
+  from: number;
+  to: number;
+  cursor: { at: number; id: string } | null;
+}
+
+const passes = (f: Filter, r: Row) =>
+  r.at >= f.from &&
+  r.at < f.to &&
+  (!f.cursor || r.at < f.cursor.at || (r.at === f.cursor.at && r.id < f.cursor.id)) &&
+  (!f.kinds || f.kinds.includes(r.kind));
+
+/** SQL conditions and binds for a month's events table or the legacy one. */
+function conditions(f: Filter): { where: string[]; binds: (string | number)[] } {
+  const where = ["tenant = ?", "at >= ?", "at < ?"];
+  const binds: (string | number)[] = [f.tenant, f.from, f.to];
+  if (f.kinds) {
+    where.push(`kind IN (${f.kinds.map(() => "?").join(", ")})`);
+    binds.push(...f.kinds);
+  }
+  if (f.cursor) {
+    where.push("(at < ? OR (at = ? AND id < ?))");
+    binds.push(f.cursor.at, f.cursor.at, f.cursor.id);
+  }
+  return { where, binds };
+}
+
+/** A month's events of some subjects (a user, an address): ranges of its key. */
+async function subjectEvents(db: D1Database, month: string, subjects: string[], f: Filter, n: number): Promise<Row[]> {
+  const { where, binds } = conditions(f);
+  where.push(`subject IN (${subjects.map(() => "?").join(", ")})`);
+  const { results } = await db
+    .prepare(
+      `SELECT id, at, kind, user_id, email_key, client_id, ip, detail FROM ${eventsTable(month)}
+       WHERE ${where.join(" AND ")} ORDER BY at DESC, id DESC LIMIT ?`,
+    )
+    .bind(...binds, ...subjects, n)
+    .all<Row>();
+  return results;
+}
+
+/**
+ * A month's events of the whole tenant, from its pages, newest page first. A page ends less than
+ * PAGE_SPAN_MS after its first event, so the pages read start there; reading stops once `n` events
+ * are found that are newer than every page left.
+ */
+async function tenantEvents(db: D1Database, month: string, f: Filter, n: number): Promise<Row[]> {
+  const found: Row[] = [];
+  let before: { at: number; id: string } | null = null;
+  const top = (f.cursor ? Math.min(f.to, f.cursor.at + 1) : f.to) + PAGE_SPAN_MS;
+  for (;;) {
+    const { results }: D1Result<{ at: number; id: string; events: string }> = await db
+      .prepare(
+        `SELECT at, id, events FROM ${pagesTable(month)} WHERE tenant = ? AND at >= ? AND at < ?
+         ${before ? "AND (at < ? OR (at = ? AND id < ?))" : ""} ORDER BY at DESC, id DESC LIMIT ${PAGES_PER_READ}`,
+      )
+      .bind(f.tenant, f.from, top, ...(before ? [before.at, before.at, before.id] : []))
+      .all<{ at: number; id: string; events: string }>();
+    for (const page of results) for (const e of JSON.parse(page.events) as Row[]) if (passes(f, e)) found.push(e);
+    const last: { at: number; id: string } | undefined = results.at(-1);
+    if (!last || results.length < PAGES_PER_READ) break;
+    found.sort(newestFirst);
+    const nth = found[n - 1];
+    // Every page left ends at or before `last.at`: none holds an event newer than the nth found.
+    if (nth && nth.at > last.at) break;
+    before = { at: last.at, id: last.id };
+  }
+  return found.sort(newestFirst).slice(0, n);
+}
+
+const PAGES_PER_READ = 100;
+
 /**
  * `GET /admin/v1/audit?user=&email=&kind=&since=&until=&cursor=&limit=`: the audit trail, newest
  * first. `kind` takes one kind or several, comma-separated; `email` is matched by its HMAC (the trail
- * holds no address); `since` is inclusive and `until` exclusive. Events arrive within a few seconds
- * (they are written in batches). `next_cursor` is null on the last page.
+ * holds no address), and with it the events of the user who has that address now; `since` is
+ * inclusive and `until` exclusive. Events arrive within a few seconds (they are written in batches),
+ * and are kept `audit_retention_days`. `next_cursor` is null on the last page.
  */
 export async function listAudit(c: Context<AppEnv>): Promise<Response> {
   const q = c.req.query();
   for (const name of Object.keys(q)) if (!AUDIT_PARAMS.has(name)) throw bad(`unknown parameter ${name}`);
-  const where: string[] = [];
-  const binds: (string | number)[] = [];
-
-  if (q.user !== undefined) {
-    if (!/^[A-Za-z0-9_-]{1,100}$/.test(q.user)) throw bad("user is not a user id");
-    where.push("user_id = ?");
-    binds.push(q.user);
-  }
+  const config = c.get("config");
+  const db = c.env.DB;
+  const tenant = config.TENANT;
+  if (q.user !== undefined && !/^[A-Za-z0-9_-]{1,100}$/.test(q.user)) throw bad("user is not a user id");
+  let email: { key: string; address: string } | null = null;
   if (q.email !== undefined) {
-    const email = normalizeEmail(q.email);
-    if (!email) throw bad("email is not a valid address");
-    where.push("email_key = ?");
-    binds.push(await auditEmailKey(c.get("config"), email));
+    const address = normalizeEmail(q.email);
+    if (!address) throw bad("email is not a valid address");
+    email = { key: await auditEmailKey(config, address), address };
   }
+  let kinds: string[] | null = null;
   if (q.kind !== undefined) {
-    const kinds = q.kind.split(",");
+    kinds = q.kind.split(",");
     if (!kinds.every((k): k is AuditKind => (AUDIT_KINDS as readonly string[]).includes(k)))
       throw bad(`kind must be among ${AUDIT_KINDS.join(", ")}`);
-    where.push(`kind IN (${kinds.map(() => "?").join(", ")})`);
-    binds.push(...kinds);
   }
   const since = time("since", q.since);
   const until = time("until", q.until);
-  if (since !== null) {
-    where.push("at >= ?");
-    binds.push(since);
-  }
-  if (until !== null) {
-    where.push("at < ?");
-    binds.push(until);
-  }
-  // A tenant's trail only: the platform's own paths read the default tenant's (issue 23).
-  where.unshift("tenant = ?");
-  binds.unshift(c.get("config").TENANT);
   const cursor = readCursor(q.cursor, isPosition);
-  if (cursor) {
-    where.push("(at < ? OR (at = ? AND id < ?))");
-    binds.push(cursor.at, cursor.at, cursor.id);
-  }
   const limit = queryLimit(c, 100, MAX_LIMIT);
+  const now = Date.now();
+  const f: Filter = {
+    tenant,
+    kinds,
+    from: Math.max(since ?? 0, now - config.POLICY.audit_retention_days * 86_400_000),
+    to: until ?? Number.MAX_SAFE_INTEGER,
+    cursor,
+  };
+  const upper = Math.min(f.to, cursor ? cursor.at + 1 : f.to);
 
-  const { results } = await c.env.DB.prepare(
-    auditListSql(where, q.user !== undefined ? "user" : q.email !== undefined ? "email" : null),
-  )
-    .bind(...binds, limit + 1)
+  // Whose events: a user's, an address's (its HMAC, and its user's now), or the tenant's.
+  let subjects: string[] | null = null;
+  if (q.user !== undefined) subjects = [q.user];
+  if (email) {
+    const user = await db
+      .prepare("SELECT id FROM users WHERE tenant = ? AND email = ?")
+      .bind(tenant, email.address)
+      .first<{ id: string }>();
+    const own = [`e:${email.key}`, ...(user ? [user.id] : [])];
+    subjects = subjects ? subjects.filter((s) => own.includes(s)) : own;
+  }
+
+  const n = limit + 1;
+  const months = (await auditMonths(db)).filter((m) => {
+    const { start, end } = monthBounds(m);
+    return end > f.from && start < upper;
+  });
+  const fromMonths = await Promise.all(
+    months.map((m) =>
+      subjects === null
+        ? tenantEvents(db, m, f, n)
+        : subjects.length
+          ? subjectEvents(db, m, subjects, f, n)
+          : Promise.resolve([] as Row[]),
+    ),
+  );
+  // Events from before the monthly tables (schema/0013), until retention has taken them all.
+  const legacy = conditions(f);
+  if (q.user !== undefined) {
+    legacy.where.push("user_id = ?");
+    legacy.binds.push(q.user);
+  }
+  if (email) {
+    legacy.where.push("email_key = ?");
+    legacy.binds.push(email.key);
+  }
+  const { results: older } = await db
+    .prepare(auditListSql(legacy.where, q.user !== undefined ? "user" : email ? "email" : null))
+    .bind(...legacy.binds, n)
     .all<Row>();
+
+  const results = [...fromMonths.flat(), ...older].sort(newestFirst).slice(0, n);
   const page = results.slice(0, limit);
   const last = page.at(-1);
   return json({

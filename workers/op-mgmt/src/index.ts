@@ -48,7 +48,7 @@ export default {
       work.push(
         scheduledRotation(env, config, now),
         sweepAuditEvents(env, config, now).then((swept) => {
-          if (swept.deleted) log("info", "audit retention", swept);
+          if (swept.deleted || swept.months_dropped.length) log("info", "audit retention", swept);
         }),
       );
     ctx.waitUntil(Promise.all(work));

@@ -1,3 +1,4 @@
+import { dropMonthsBefore } from "../../shared/audit-trail";
 import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { DEFAULT_TENANT } from "../../shared/router";
@@ -11,19 +12,22 @@ export const RETENTION_MAX_BATCHES = 100;
 const TENANTS_PER_CALL = 100;
 
 /**
- * Deletes audit events older than `audit_retention_days`, oldest first, tenant by tenant, in batches,
- * so the table does not grow toward D1's database size limit. The table is keyed by (tenant, at, id)
- * (schema/0013, issue 28: no index on time is written per event), so each batch reads only the
- * tenant's old rows. Every tenant's first batch goes in chunks of D1 batch calls; a tenant with more
- * than a batch left goes on alone. A run stops after RETENTION_MAX_BATCHES full batches and reports
- * that more is left; the next (hourly) run goes on.
+ * Audit retention, so the trail does not grow toward D1's database size limit. A month's tables
+ * (workers/shared/audit-trail.ts) are dropped whole once the month has passed `audit_retention_days`:
+ * no row is deleted, so none is billed (issue 28). Until then the trail's reads leave out what is past
+ * retention. Then the table from before the months: its events older than retention, oldest first,
+ * tenant by tenant, in batches. That table is keyed by (tenant, at, id) (schema/0013), so each batch
+ * reads only the tenant's old rows. Every tenant's first batch goes in chunks of D1 batch calls; a
+ * tenant with more than a batch left goes on alone. A run stops after RETENTION_MAX_BATCHES full
+ * batches and reports that more is left; the next (hourly) run goes on.
  */
 export async function sweepAuditEvents(
   env: Env,
   config: Config,
   now: number,
-): Promise<{ deleted: number; more: boolean }> {
+): Promise<{ deleted: number; months_dropped: string[]; more: boolean }> {
   const cutoff = now - config.POLICY.audit_retention_days * 86_400_000;
+  const dropped = await dropMonthsBefore(env.DB, cutoff);
   const batch = env.DB.prepare(
     `DELETE FROM audit_events WHERE (tenant, at, id) IN
        (SELECT tenant, at, id FROM audit_events WHERE tenant = ? AND at < ? ORDER BY at LIMIT ?)`,
@@ -44,11 +48,11 @@ export async function sweepAuditEvents(
   }
   for (const tenant of fullTenants) {
     for (;;) {
-      if (++full > RETENTION_MAX_BATCHES) return { deleted, more: true };
+      if (++full > RETENTION_MAX_BATCHES) return { deleted, months_dropped: dropped, more: true };
       const { meta } = await batch.bind(tenant, cutoff, RETENTION_BATCH).run();
       deleted += meta.changes;
       if (meta.changes < RETENTION_BATCH) break;
     }
   }
-  return { deleted, more: false };
+  return { deleted, months_dropped: dropped, more: false };
 }

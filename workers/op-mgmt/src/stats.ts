@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { ShardStats } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
+import { auditMonths, monthBounds, pagesTable } from "../../shared/audit-trail";
 import { STORE_NAMES } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { json, NO_STORE } from "../../shared/http";
@@ -120,8 +121,6 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
         d1_queries: workers("d1_queries") + objects.d1_queries,
         d1_rows_written: workers("d1_rows_written") + objects.d1_rows_written,
         d1_rows_read: workers("d1_rows_read") + objects.d1_rows_read,
-        // Each audit row is deleted once by retention (op-mgmt's cron): a login's later D1 writes.
-        d1_pending_deletes: objects.audit_events_flushed,
         // The largest size a statement reported last: D1's size, as of the latest write anyone saw.
         d1_size_bytes: Math.max(
           ...isolates.map((p) => p.d1_size_bytes ?? 0),
@@ -142,7 +141,10 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
 export async function tenantStats(c: Context<AppEnv>): Promise<Response> {
   const tenant = c.get("config").TENANT;
   const since = Date.now() - 86_400_000;
-  const [users, clients, keys, signIns] = await c.env.DB.batch<{ n: number }>([
+  // Sign-ins from the trail's pages (each counts its own), in the months the last day touches, and
+  // from the table before the months.
+  const months = (await auditMonths(c.env.DB)).filter((m) => monthBounds(m).end > since);
+  const [users, clients, keys, signIns, ...monthly] = await c.env.DB.batch<{ n: number }>([
     c.env.DB.prepare("SELECT COUNT(*) AS n FROM users WHERE tenant = ?").bind(tenant),
     c.env.DB.prepare("SELECT COUNT(*) AS n FROM clients WHERE tenant = ?").bind(tenant),
     c.env.DB.prepare(
@@ -152,10 +154,21 @@ export async function tenantStats(c: Context<AppEnv>): Promise<Response> {
       tenant,
       since,
     ),
+    ...months.map((m) =>
+      c.env.DB.prepare(
+        `SELECT COALESCE(SUM(sign_ins), 0) AS n FROM ${pagesTable(m)} WHERE tenant = ? AND at >= ?`,
+      ).bind(tenant, since),
+    ),
   ]);
   const n = (r: D1Result<{ n: number }> | undefined) => r?.results[0]?.n ?? 0;
   return json(
-    { tenant, users: n(users), clients: n(clients), signing_keys: n(keys), sign_ins_24h: n(signIns) },
+    {
+      tenant,
+      users: n(users),
+      clients: n(clients),
+      signing_keys: n(keys),
+      sign_ins_24h: n(signIns) + monthly.reduce((a, r) => a + n(r), 0),
+    },
     200,
     NO_STORE,
   );

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
 import { auditEmailKey } from "../../shared/audit";
+import { withLastLogin } from "../../shared/audit-trail";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
@@ -90,7 +91,13 @@ export async function rememberInShards(c: Context<AppEnv>, users: { id: string; 
 export async function getUser(c: Context<AppEnv>): Promise<Response> {
   const user = await findUser(c.env, c.get("config").TENANT, c.req.param("id") ?? "");
   if (!user) throw new OAuthError("not_found", "no such user");
-  return json(user);
+  return json((await lastLogins(c, [user]))[0]);
+}
+
+/** `last_login_at` as the audit trail has it (audit-trail.ts). */
+function lastLogins(c: Context<AppEnv>, users: User[]): Promise<User[]> {
+  const config = c.get("config");
+  return withLastLogin(c.env.DB, config.TENANT, users, Date.now(), config.POLICY.audit_retention_days);
 }
 
 export async function patchUser(c: Context<AppEnv>): Promise<Response> {
@@ -101,7 +108,7 @@ export async function patchUser(c: Context<AppEnv>): Promise<Response> {
     .bind(input.name, Date.now(), c.req.param("id") ?? "", c.get("config").TENANT)
     .first<User>();
   if (!row) throw new OAuthError("not_found", "no such user");
-  return json(row);
+  return json((await lastLogins(c, [row]))[0]);
 }
 
 export async function listUsers(c: Context<AppEnv>): Promise<Response> {
@@ -110,7 +117,7 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
     const e = normalizeEmail(q);
     if (!e) throw new OAuthError("invalid_request", "email is not a valid address");
     const user = await findUserByEmail(c.env, c.get("config").TENANT, e);
-    return json({ users: user ? [user] : [] });
+    return json({ users: user ? await lastLogins(c, [user]) : [] });
   }
   const limit = queryLimit(c, 100, 1000);
   const after = c.req.query("after") ?? "";
@@ -118,7 +125,7 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
     .bind(c.get("config").TENANT, after, limit)
     .all<User>();
   const last = results.at(-1);
-  return json({ users: results, next: results.length === limit && last ? last.id : null });
+  return json({ users: await lastLogins(c, results), next: results.length === limit && last ? last.id : null });
 }
 
 /**
