@@ -13,6 +13,8 @@ const CONTRACT = "durable-objects/contract.ts";
 const NAMESPACES = "durable-objects/namespaces.ts";
 const LEAVES = new Set([
   "workers/shared/audit-event.ts",
+  // Import-free: the audit trail's monthly tables, which the outboxes write and op-mgmt reads (issue 28).
+  "workers/shared/audit-trail.ts",
   // Branding and the catalogues: the MailOutbox renders a retried mail in its first attempt's language.
   "workers/shared/branding.ts",
   "workers/shared/i18n/index.ts",
