@@ -330,6 +330,17 @@ describe("ChallengeStore", () => {
     expect(limits.map((r) => r.email_key).sort()).toEqual([expired, live].sort());
     // The sweep re-arms for what is left.
     expect(await runInDurableObject(s, (_i, state) => state.storage.getAlarm())).not.toBeNull();
+
+    // Limits have no expiry index (issue 28): they are swept by a scan, at most hourly. A stale row
+    // written now waits for the next hourly sweep (reads ignore it meanwhile: its windows have ended).
+    const later = key("later");
+    await issue(s, later, "tx", "mac", now - 2 * HOUR, P);
+    expect(await runDurableObjectAlarm(s)).toBe(true);
+    const kept = await sql<{ email_key: string }>(s, "SELECT email_key FROM email_limits ORDER BY email_key");
+    expect(kept.map((r) => r.email_key)).toContain(later);
+    expect(await sql(s, "SELECT name FROM sqlite_master WHERE name = 'email_limits_exp'")).toEqual([]);
+    const alarm = await runInDurableObject(s, (_i, state) => state.storage.getAlarm());
+    expect(alarm as number).toBeLessThanOrEqual(Date.now() + HOUR);
   });
 });
 
