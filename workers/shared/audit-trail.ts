@@ -6,9 +6,9 @@
  *   subject is the user, or `e:<email HMAC>` for an event with an address and no user, or `-`. A
  *   user's or an address's events are a range of the key, and an event is one billed row: no index.
  * - `audit_pages_<yyyymm>`: the events of one flush, one tenant and one minute, as one row keyed
- *   (tenant, at, id) (`at` the page's newest event, `id` its first event's). The tenant's trail by
- *   time, the kind filter and the sign-in count read these: a flush of n events writes one page row,
- *   not n index entries.
+ *   (tenant, at, id) (`at` the page's newest event, `id` its first event's) that lists each event's
+ *   key and kind (`[subject, at, id, kind]`). The tenant's trail by time, the kind filter and the
+ *   sign-in count read these: a flush of n events writes one page row, not n index entries.
  *
  * Retention drops a month's two tables once the whole month is past it: `DROP TABLE` writes no
  * billed row, where deleting the events wrote one each. `audit_events` (schema/0003, 0013) holds the
@@ -42,6 +42,9 @@ export function monthBounds(month: string): { start: number; end: number } {
   const m = Number(month.slice(4, 6)) - 1;
   return { start: Date.UTC(y, m, 1), end: Date.UTC(y, m + 1, 1) };
 }
+
+/** A page's entry for an event: its key in the month's events table, and its kind. */
+export type PagedEvent = [subject: string, at: number, id: string, kind: string];
 
 export const eventsTable = (month: string) => `audit_${month}`;
 export const pagesTable = (month: string) => `audit_pages_${month}`;
@@ -118,7 +121,7 @@ export function auditWrites(db: D1Database, rows: AuditRow[]): D1PreparedStateme
         id: sorted[0]?.id,
         first_at: sorted[0]?.at,
         sign_ins: sorted.filter((e) => e.kind === "sign_in").length,
-        events: JSON.stringify(sorted.map(({ subject: _, tenant: __, ...e }) => e)),
+        events: JSON.stringify(sorted.map((e): PagedEvent => [e.subject, e.at, e.id, e.kind])),
       };
     });
     statements.push(

@@ -2,7 +2,14 @@ import type { Context, Next } from "hono";
 import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
 import { audit, auditEmailKey } from "../../shared/audit";
-import { auditMonths, eventsTable, monthBounds, PAGE_SPAN_MS, pagesTable } from "../../shared/audit-trail";
+import {
+  auditMonths,
+  eventsTable,
+  monthBounds,
+  PAGE_SPAN_MS,
+  type PagedEvent,
+  pagesTable,
+} from "../../shared/audit-trail";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
@@ -60,7 +67,7 @@ interface Filter {
   cursor: { at: number; id: string } | null;
 }
 
-const passes = (f: Filter, r: Row) =>
+const passes = (f: Filter, r: { at: number; id: string; kind: string }) =>
   r.at >= f.from &&
   r.at < f.to &&
   (!f.cursor || r.at < f.cursor.at || (r.at === f.cursor.at && r.id < f.cursor.id)) &&
@@ -98,10 +105,11 @@ async function subjectEvents(db: D1Database, month: string, subjects: string[], 
 /**
  * A month's events of the whole tenant, from its pages, newest page first. A page ends less than
  * PAGE_SPAN_MS after its first event, so the pages read start there; reading stops once `n` events
- * are found that are newer than every page left.
+ * are found that are newer than every page left. The events found are then read by their keys.
  */
 async function tenantEvents(db: D1Database, month: string, f: Filter, n: number): Promise<Row[]> {
-  const found: Row[] = [];
+  const found: PagedEvent[] = [];
+  const newer = (a: PagedEvent, b: PagedEvent) => b[1] - a[1] || (a[2] < b[2] ? 1 : a[2] > b[2] ? -1 : 0);
   let before: { at: number; id: string } | null = null;
   const top = (f.cursor ? Math.min(f.to, f.cursor.at + 1) : f.to) + PAGE_SPAN_MS;
   for (;;) {
@@ -111,17 +119,31 @@ async function tenantEvents(db: D1Database, month: string, f: Filter, n: number)
          ${before ? "AND (at < ? OR (at = ? AND id < ?))" : ""} ORDER BY at DESC, id DESC LIMIT ${PAGES_PER_READ}`,
       )
       .bind(f.tenant, f.from, top, ...(before ? [before.at, before.at, before.id] : []))
-      .all<{ at: number; id: string; events: string }>();
-    for (const page of results) for (const e of JSON.parse(page.events) as Row[]) if (passes(f, e)) found.push(e);
+      .all();
+    for (const page of results)
+      for (const e of JSON.parse(page.events) as PagedEvent[])
+        if (passes(f, { at: e[1], id: e[2], kind: e[3] })) found.push(e);
     const last: { at: number; id: string } | undefined = results.at(-1);
     if (!last || results.length < PAGES_PER_READ) break;
-    found.sort(newestFirst);
+    found.sort(newer);
     const nth = found[n - 1];
     // Every page left ends at or before `last.at`: none holds an event newer than the nth found.
-    if (nth && nth.at > last.at) break;
+    if (nth && nth[1] > last.at) break;
     before = { at: last.at, id: last.id };
   }
-  return found.sort(newestFirst).slice(0, n);
+  const keys = found.sort(newer).slice(0, n);
+  if (keys.length === 0) return [];
+  // The list drives (CROSS JOIN): each event one seek of the month's key.
+  const { results } = await db
+    .prepare(
+      `SELECT a.id, a.at, a.kind, a.user_id, a.email_key, a.client_id, a.ip, a.detail
+       FROM json_each(?) AS j CROSS JOIN ${eventsTable(month)} AS a
+       WHERE a.tenant = ? AND a.subject = json_extract(j.value, '$[0]') AND a.at = json_extract(j.value, '$[1]')
+         AND a.id = json_extract(j.value, '$[2]')`,
+    )
+    .bind(JSON.stringify(keys), f.tenant)
+    .all<Row>();
+  return results.sort(newestFirst);
 }
 
 const PAGES_PER_READ = 100;
