@@ -110,6 +110,11 @@ export class AuditOutbox {
       );
   }
 
+  /** Removes a waiting event by id (from wherever it waits). */
+  remove(id: string): void {
+    for (const t of [this.table, ...this.#list()]) this.sql.exec(`DELETE FROM ${t} WHERE id = ?`, id);
+  }
+
   /** Events written to D1 since this object started: each is a D1 row that retention deletes later. */
   flushed = 0;
   /** Rows written making the generations' tables: shared by every event a table takes. */

@@ -338,6 +338,26 @@ export interface FamilyGrant {
   claims?: LoginClaims;
 }
 
+/**
+ * RefreshTokenRotator.startCodeFamily (issue 28): a login's family, made by its authorization code's
+ * redemption and standing as the code's spend. Its id is derived from the code's (op-token), so a
+ * second presentation of the code finds it.
+ */
+export interface StartCodeFamily {
+  familyHash: string;
+  tokenHash: string;
+  grant: FamilyGrant;
+  now: number;
+  expiresAt: number;
+  /** False for a presentation that issues nothing (wrong verifier, expired code): the family is made revoked, only to spend the code. */
+  issue: boolean;
+  /** The `token_issued` event, written with a family that issues. */
+  issued?: AuditEvent;
+}
+
+/** `ok`: made (live when it issues). `reused`: it was live and is now revoked (RFC 6749 §4.1.2). `spent`: the code issued nothing before. */
+export type StartCodeFamilyResult = { status: "ok" } | { status: "reused" } | { status: "spent" };
+
 export type RotateResult =
   | { status: "rotated"; grant: FamilyGrant; created_at: number }
   | { status: "retry"; sealed: string; grant: FamilyGrant }

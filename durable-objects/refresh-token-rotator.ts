@@ -1,4 +1,4 @@
-import type { FamilyGrant, RotateRefresh, RotateResult } from "./contract";
+import type { FamilyGrant, RotateRefresh, RotateResult, StartCodeFamily, StartCodeFamilyResult } from "./contract";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -92,6 +92,68 @@ export class RefreshTokenRotator extends ShardStore {
       expiresAt,
     );
     await this.expireAt(end);
+  }
+
+  /**
+   * A login's family, made by its authorization code's first presentation, which it spends (issue 28:
+   * the family's row is the spend, so the code needs no spent-code row of its own). The family's id
+   * is derived from the code's, so a later presentation finds it: a family that issued is revoked and
+   * `reused` answers (RFC 6749 §4.1.2: the caller revokes the grant's access tokens too); one made
+   * only to spend the code answers `spent`. Check and insert are one transaction.
+   */
+  async startCodeFamily(a: StartCodeFamily): Promise<StartCodeFamilyResult> {
+    const { table, end } = this.bucketFor("families", a.expiresAt, a.now);
+    const result = this.ctx.storage.transactionSync((): StartCodeFamilyResult => {
+      const found = this.#family<{ revoked: number }>(a.familyHash, a.now, "revoked");
+      if (found) {
+        if (found.row.revoked) return { status: "spent" };
+        this.sql.exec(
+          `UPDATE ${found.table} SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?`,
+          a.familyHash,
+        );
+        return { status: "reused" };
+      }
+      this.sql.exec(
+        `INSERT INTO ${table} (family_hash, grant_json, client_id, current_hash, rotated_at, created_at, expires_at, revoked)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        a.familyHash,
+        JSON.stringify(a.grant),
+        a.grant.client_id,
+        a.tokenHash,
+        a.now,
+        a.now,
+        a.expiresAt,
+        a.issue ? 0 : 1,
+      );
+      if (a.issue && a.issued) this.recordAudit([a.issued]);
+      return { status: "ok" };
+    });
+    await (result.status === "ok" && a.issue && a.issued ? this.auditFlushSoon() : this.expireAt(end));
+    return result;
+  }
+
+  /**
+   * Takes back a family its token response never revealed (its login turned out ended): revoked, and
+   * its `token_issued` event withdrawn while it still waits in the outbox.
+   */
+  withdrawCodeFamily(familyHash: string, eventId: string | null): void {
+    this.ctx.storage.transactionSync(() => {
+      for (const t of this.buckets.tables("families", Date.now()))
+        this.sql.exec(`UPDATE ${t} SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?`, familyHash);
+      if (eventId) this.withdrawAudit(eventId);
+    });
+  }
+
+  /**
+   * Forgets a family made by a code whose token request then failed before any token was revealed
+   * (its login's check could not be made): the code is unspent again, and its event gone.
+   */
+  forgetCodeFamily(familyHash: string, eventId: string): void {
+    this.ctx.storage.transactionSync(() => {
+      for (const t of this.buckets.tables("families", Date.now()))
+        this.sql.exec(`DELETE FROM ${t} WHERE family_hash = ?`, familyHash);
+      this.withdrawAudit(eventId);
+    });
   }
 
   /**

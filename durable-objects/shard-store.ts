@@ -204,6 +204,11 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     this.audit.add(events);
   }
 
+  /** Removes an event that has not been flushed yet (it recorded something taken back in time). */
+  protected withdrawAudit(id: string): void {
+    this.audit.remove(id);
+  }
+
   protected auditFlushSoon(): Promise<void> {
     return this.expireAt(Date.now() + AUDIT_FLUSH_DELAY_MS);
   }

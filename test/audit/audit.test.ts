@@ -14,7 +14,6 @@ import {
   registerClient,
   type Store,
   shardStub,
-  spentCodeShard,
   sql,
   stubForId,
   uniqueEmail,
@@ -117,8 +116,8 @@ describe("audit trail", () => {
     const { tokens, tx, code } = await fullLogin(client, uniqueEmail("outbox"));
     const sub = decodeJwt(tokens.id_token).sub as string;
     const sessionShard = stubForId("session", tx);
-    // Where the code was spent: its login's revocation shard (issue 28).
-    const codeShard = await spentCodeShard(code);
+    // Where the code was spent: its refresh family, whose row is the spend (issue 28), in its own shard.
+    const codeShard = stubForId("refresh", (tokens.refresh_token as string).split(".")[0] as string);
 
     // In the shards' outboxes, next to the session and the spent code; no AuditBuffer call, no D1 yet.
     const signIn = (await outbox(sessionShard)).filter((e) => e.user_id === sub);

@@ -183,13 +183,13 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(login.EmailCodeVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
     // The session is stored, once per transaction; the code carries its grant sealed.
     expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
-    // The login's revocation shard checks it still stands and spends the code, while the refresh
-    // family is created: one round trip of two calls (issue 28).
+    // The login's revocation shard checks it still stands, while the refresh family is created as
+    // the code's spend (its id derived from the code's): one round trip of two calls (issue 28).
     expect(login.Token).toMatchObject({ calls: 2, byStore: { revocation: 1, refresh: 1 }, d1: 0 });
     expect(calls).toBeLessThanOrEqual(5);
     expect(d1).toBe(0);
     // Rows as SQLite counts them (indexes included), the alarm's later sweeps not yet: a regression guard.
-    expect(rows).toBeLessThanOrEqual(13);
+    expect(rows).toBeLessThanOrEqual(12);
     expect(mailboxRead).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
   });
 
@@ -323,7 +323,7 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(Object.values(login).reduce((a, s) => a + s.calls, 0)).toBe(5);
   });
 
-  it("the production path (issue 28): a real mail transport, a returning user the same day and 30 days on: 5 calls, 9 rows written now, no D1 query", async () => {
+  it("the production path (issue 28): a real mail transport, a returning user the same day and 30 days on: 5 calls, 8 rows written now, no D1 query", async () => {
     const e = withVars({
       ...httpVars({ MAIL_FROM: "login@keyway.test" }),
       POLICY: JSON.stringify({ resend_interval_seconds: 10 }),
@@ -363,7 +363,7 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(Object.values(login).reduce((a, s) => a + s.d1, 0)).toBe(0);
     // Rows written in the login's own calls (indexes included; the flushes, sweeps and D1 rows that
     // follow are measured by npm run cost): a regression guard. Issue 28's target is 12 in all.
-    expect(rows).toBeLessThanOrEqual(9);
+    expect(rows).toBeLessThanOrEqual(8);
 
     // 30 days on: the same calls and still no D1 query (rows are not compared: with the clock moved a
     // month, any shard's alarm that fires meanwhile sweeps a month of expired rows).

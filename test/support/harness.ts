@@ -6,7 +6,9 @@ import mgmtApp from "../../workers/op-mgmt/src/index";
 import tokenApp from "../../workers/op-token/src/index";
 import { workerFor } from "../../workers/routes";
 import { auditMonths, eventsTable } from "../../workers/shared/audit-trail";
+import { codeGrantId } from "../../workers/shared/auth-code";
 import { loadConfig } from "../../workers/shared/config";
+import { parseId } from "../../workers/shared/router";
 import { openSealedId } from "../../workers/shared/sealed-id";
 
 export const ISSUER = env.ISSUER;
@@ -471,6 +473,48 @@ export function stubForId(store: Store, id: string): DurableObjectStub {
 }
 
 /** Where a code is spent (issue 28): the RevocationStore shard its login's sid names. */
+/**
+ * How a login's code was spent, wherever its spend is kept: the refresh family its grant id is derived
+ * from (issue 28, a grant with `offline_access`) or its spent-code row in the login's revocation shard.
+ * `issued` is whether that spend issued tokens; null when the code is not spent.
+ */
+/** The RefreshTokenRotator shard of the family a login's code names (issue 28), spent or not. */
+export async function codeFamilyShard(code: string): Promise<DurableObjectStub> {
+  const { grant } = (await openSealed<{ grant: { sid: string } }>("code", code)) as { grant: { sid: string } };
+  const config = loadConfig(env as never);
+  const region = parseId(config, "sid", grant.sid)?.ref.place.region ?? config.REGIONS.default;
+  const { id } = await codeGrantId(config, await sha256(sealedIdPart(code)), region);
+  return stubForId("refresh", id);
+}
+
+export async function codeSpend(
+  code: string,
+): Promise<{ by: "family" | "spent_codes"; issued: boolean; shard: DurableObjectStub } | null> {
+  const { grant } = (await openSealed<{ grant: { sid: string; scope: string } }>("code", code)) as {
+    grant: { sid: string; scope: string };
+  };
+  const config = loadConfig(env as never);
+  const codeHash = await sha256(sealedIdPart(code));
+  if (grant.scope.split(" ").includes("offline_access")) {
+    const region = parseId(config, "sid", grant.sid)?.ref.place.region ?? config.REGIONS.default;
+    const { id } = await codeGrantId(config, codeHash, region);
+    const shard = stubForId("refresh", id);
+    const [family] = await sql<{ revoked: number }>(
+      shard,
+      "SELECT revoked FROM families WHERE family_hash = ?",
+      await sha256(id),
+    );
+    return family ? { by: "family", issued: family.revoked === 0, shard } : null;
+  }
+  const shard = await spentCodeShard(code);
+  const [row] = await sql<{ grant_id: string | null }>(
+    shard,
+    "SELECT grant_id FROM spent_codes WHERE code_hash = ?",
+    codeHash,
+  );
+  return row ? { by: "spent_codes", issued: row.grant_id !== null, shard } : null;
+}
+
 export async function spentCodeShard(code: string): Promise<DurableObjectStub> {
   const { grant } = (await openSealed<{ grant: { sid: string } }>("code", code)) as { grant: { sid: string } };
   return stubForId("revocation", grant.sid);

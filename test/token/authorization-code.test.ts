@@ -6,7 +6,9 @@ import {
   admin,
   basicAuth,
   call,
+  codeFamilyShard,
   codeFromSession,
+  codeSpend,
   form,
   fullLogin,
   ISSUER,
@@ -20,7 +22,6 @@ import {
   registerClient,
   sealedIdPart,
   sha256,
-  spentCodeShard,
   sql,
   stubForId,
   type Tokens,
@@ -444,16 +445,6 @@ describe("codes issued before their spend moved to the login's shard (issue 28)"
 });
 
 describe("a code dies with its login (CONTRACT §3, §5)", () => {
-  /** The code's spent mark: the grant it issued, null when it issued nothing. */
-  const spentGrant = async (code: string) =>
-    (
-      await sql<{ grant_id: string | null }>(
-        await spentCodeShard(code),
-        "SELECT grant_id FROM spent_codes WHERE code_hash = ?",
-        await sha256(sealedIdPart(code)),
-      )
-    )[0]?.grant_id;
-
   it("refuses a code whose session was logged out before it was redeemed, and spends it issuing nothing", async () => {
     const client = await registerClient();
     const first = await fullLogin(client);
@@ -461,8 +452,17 @@ describe("a code dies with its login (CONTRACT §3, §5)", () => {
     const later = await codeFromSession(first.browser, client);
     const hint = new URLSearchParams({ id_token_hint: first.tokens.id_token });
     expect((await first.browser.fetch(`/logout?${hint}`)).status).toBe(200);
+    // The shard of the family the later code's grant id names, and the token_issued events waiting there.
+    const familyShard = await codeFamilyShard(later.code);
+    const tokenEvents = async () =>
+      (await sql<{ n: number }>(familyShard, "SELECT COUNT(*) AS n FROM audit_outbox WHERE kind = 'token_issued'"))[0]
+        ?.n;
+    const before = await tokenEvents();
     await expectOAuthError(await redeem(client, later.code, later.verifier), 400, "invalid_grant");
-    expect(await spentGrant(later.code)).toBeNull();
+    // Its family (the code's spend, issue 28) was made before the login's check answered: taken back,
+    // revoked, with its token_issued event, so the trail says no token was issued.
+    expect(await codeSpend(later.code)).toMatchObject({ by: "family", issued: false });
+    expect(await tokenEvents()).toBe(before);
     // Spent: a second try is refused the same way, and revokes nothing.
     await expectOAuthError(await redeem(client, later.code, later.verifier), 400, "invalid_grant");
   });
@@ -479,7 +479,7 @@ describe("a code dies with its login (CONTRACT §3, §5)", () => {
           : await admin(`/users/${user?.id}`, { method: "DELETE" });
       expect(res.status).toBeLessThan(300);
       await expectOAuthError(await redeem(client, login.code, login.verifier), 400, "invalid_grant");
-      expect(await spentGrant(login.code)).toBeNull();
+      expect(await codeSpend(login.code)).toMatchObject({ issued: false });
     });
   }
 

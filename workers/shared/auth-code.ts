@@ -1,6 +1,6 @@
 import type { Config } from "./config";
-import { sha256 } from "./crypto";
-import { type ParsedId, parseId } from "./router";
+import { hmac, sha256 } from "./crypto";
+import { issueId, type ParsedId, parseId, type ShardRef } from "./router";
 import { issueSealedId, openSealedId } from "./sealed-id";
 import type { LoginClaims } from "./token-claims";
 
@@ -63,4 +63,16 @@ export async function openCode(config: Config, value: unknown): Promise<OpenedCo
   const opened = await openSealedId<CodeState>(config, "code", "auth-code", value);
   if (!opened) return null;
   return { ...opened.state, id: opened.id, hash: await sha256(opened.id.id) };
+}
+
+/**
+ * The grant id a login's code yields: a MAC of the code's hash, so every presentation of the code
+ * names the same refresh family, whose row is the code's spend (issue 28). In the login's region.
+ */
+export async function codeGrantId(
+  config: Config,
+  codeHash: string,
+  region: string,
+): Promise<{ id: string; ref: ShardRef }> {
+  return issueId(config, "grant", { region }, await hmac(config.OTP_HMAC_SECRET, `grant-of:${codeHash}`));
 }

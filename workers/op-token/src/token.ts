@@ -1,9 +1,9 @@
 import type { Context } from "hono";
-import type { FamilyGrant, RedeemResult } from "../../../durable-objects/contract";
+import type { AuditEvent, FamilyGrant, RedeemResult, StartCodeFamilyResult } from "../../../durable-objects/contract";
 import { type AppEnv, admitNewWork } from "../../shared/app";
 import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf } from "../../shared/audit";
 import type { AuditInput } from "../../shared/audit-event";
-import { openCode } from "../../shared/auth-code";
+import { codeGrantId, openCode } from "../../shared/auth-code";
 import { authenticateClient, type Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { base64url, randomToken, seal, sha256, timingSafeEqualString, unseal } from "../../shared/crypto";
@@ -13,7 +13,7 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
 import { parseResources, requestedResources } from "../../shared/resources";
-import { issueId, type ParsedId, parseId } from "../../shared/router";
+import { issueId, type ParsedId, parseId, type ShardRef } from "../../shared/router";
 import { shard } from "../../shared/stores";
 import { projectClaims } from "../../shared/token-claims";
 import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/tokens";
@@ -121,11 +121,19 @@ async function prepareLoginGrant(
   now: number,
   /** Says whether the login has ended, in the sid's RevocationStore shard (by default, that alone). */
   checkLogin?: (grantId: string, sidRef: ParsedId) => Promise<boolean>,
-): Promise<{ plan: IssuePlan; ended: boolean }> {
+  /**
+   * An authorization code whose refresh family is its spend (issue 28): the grant id is derived from
+   * the code, and the family is made whether or not the presentation issues (`good`), so a later
+   * presentation finds it.
+   */
+  code?: { hash: string; good: boolean; issued: AuditEvent },
+): Promise<{ plan: IssuePlan; ended: boolean; spent?: StartCodeFamilyResult; familyRef: ShardRef }> {
   // The refresh family lives in the login's region (the one its sid names), wherever /token is called from.
   const sidRef = parseId(config, "sid", grant.sid);
   const region = sidRef?.ref.place.region ?? config.REGIONS.default;
-  const { id: grantId, ref: familyRef } = issueId(config, "grant", { region });
+  const { id: grantId, ref: familyRef } = code
+    ? await codeGrantId(config, code.hash, region)
+    : issueId(config, "grant", { region });
   const plan: IssuePlan = {
     grant,
     grantId,
@@ -133,8 +141,8 @@ async function prepareLoginGrant(
     jti: newJti(config, grant.sid),
     iat: Math.floor(now / 1000),
   };
-  let family: Promise<void> | undefined;
-  if (startFamily && grant.scope.split(" ").includes("offline_access")) {
+  let family: Promise<StartCodeFamilyResult | undefined> | undefined;
+  if ((startFamily || code) && grant.scope.split(" ").includes("offline_access")) {
     const refreshToken = `${grantId}.${randomToken(32)}`;
     plan.refreshToken = refreshToken;
     // The family keeps only which organization the login was for: a refresh recomputes the claims.
@@ -142,25 +150,43 @@ async function prepareLoginGrant(
     const familyGrant: FamilyGrant = claims
       ? { ...rest, claims: claims.org_id !== undefined ? { org_id: claims.org_id } : {} }
       : rest;
+    const expiresAt = now + config.POLICY.refresh_token_ttl_seconds * 1000;
+    const rotator = shard(env, "refresh", familyRef);
     family = Promise.all([sha256(grantId), sha256(refreshToken)]).then(([familyHash, tokenHash]) =>
-      shard(env, "refresh", familyRef).createFamily(
-        familyHash,
-        tokenHash,
-        familyGrant,
-        now,
-        now + config.POLICY.refresh_token_ttl_seconds * 1000,
-      ),
+      code
+        ? (rotator.startCodeFamily({
+            familyHash,
+            tokenHash,
+            grant: familyGrant,
+            now,
+            expiresAt,
+            issue: code.good,
+            issued: code.issued,
+          }) as Promise<StartCodeFamilyResult>)
+        : rotator.createFamily(familyHash, tokenHash, familyGrant, now, expiresAt).then(() => undefined),
     );
   }
-  const [ended] = await Promise.all([
+  const [checked, made] = await Promise.allSettled([
     sidRef
-      ? checkLogin
+      ? checkLogin && !(code && family)
         ? checkLogin(grantId, sidRef)
         : shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
       : true,
     family,
   ]);
-  return { plan, ended };
+  if (checked.status === "rejected") {
+    // The answer will be an error (503 when the shard is overloaded): a code family made meanwhile is
+    // forgotten, so the client's retry redeems the code instead of finding it spent. Should that fail
+    // too, the retry finds it and is refused, and the person signs in again.
+    if (code && made.status === "fulfilled" && made.value?.status === "ok")
+      await Promise.resolve(
+        shard(env, "refresh", familyRef).forgetCodeFamily(await sha256(grantId), code.issued.id),
+      ).catch(() => undefined);
+    throw checked.reason;
+  }
+  if (made.status === "rejected") throw made.reason;
+  const spent = made.value;
+  return { plan, ended: checked.value, familyRef, ...(spent ? { spent } : {}) };
 }
 
 /** The OIDC scopes are a person's; a client acting as itself is given only the API scopes it holds. */
@@ -211,11 +237,16 @@ async function clientCredentials(
 
 /**
  * The authorization_code grant (RFC 6749 §4.1.3, RFC 7636 §4.6). The code carries its grant sealed
- * (auth-code.ts), so the checks run here. One round trip of two calls (issue 28): the login's
- * revocation shard says whether it still stands and spends the code, atomically and once, while the
- * refresh family is created in its own shard. A family whose code turns out spent or whose login has
- * ended is never revealed and expires unused. (A code issued before this design is spent in its own
- * AuthCodeStore shard, after the check: two round trips.)
+ * (auth-code.ts), so the checks run here. One round trip of two calls (issue 28):
+ * - with `offline_access`, the refresh family is the code's spend: its id is derived from the code's,
+ *   so its shard makes it once, atomically (a later presentation finds it: `reused` revokes the grant,
+ *   `spent` when the first issued nothing), while the login's revocation shard says whether the login
+ *   still stands. A family whose login has ended is taken back with its token_issued event
+ *   (withdrawCodeFamily: a second call, on that path only).
+ * - without it, the login's revocation shard says whether it still stands and spends the code,
+ *   atomically and once (redeemCodeForLogin).
+ * A code issued before this design is spent in its own AuthCodeStore shard, after the check: two
+ * round trips.
  */
 async function redeemCode(
   c: Context<AppEnv>,
@@ -247,12 +278,16 @@ async function redeemCode(
     opened.exp > now &&
     timingSafeEqualString(grant.redirect_uri, redirectUri) &&
     timingSafeEqualString(grant.code_challenge, challenge);
-  // The login's check and the code's spend are one transaction (redeemCodeForLogin; an older code is
-  // spent after the check), so an ended login's code issues nothing; a family created for a code that
-  // then turns out spent or bad is never revealed and expires unused.
+  // Without a family, the login's check and the code's spend are one transaction (redeemCodeForLogin;
+  // an older code is spent after the check), so an ended login's code issues nothing.
   const event = requestAuditEvent(c, { ...issued, user: grant.sub });
   let spent: RedeemResult | undefined;
-  const { plan, ended } = await prepareLoginGrant(
+  const {
+    plan,
+    ended,
+    spent: familySpent,
+    familyRef,
+  } = await prepareLoginGrant(
     env,
     config,
     {
@@ -283,9 +318,24 @@ async function redeemCode(
           return redeemed.ended;
         }
       : undefined,
+    // A login's code whose grant has a refresh family: the family is the spend (issue 28).
+    opened.spend === "login" ? { hash: opened.hash, good, issued: event } : undefined,
   );
   plan.resource = resource;
   const grantId = plan.grantId;
+  if (familySpent) {
+    if (familySpent.status === "reused") {
+      // RFC 6749 §4.1.2: revoke what the first redemption issued (its family is revoked already).
+      await revokeGrant(env, config, grantId, grant.sid);
+      throw invalidGrant("the code was already used; its tokens are revoked");
+    }
+    if (familySpent.status !== "ok" || !good) throw invalidGrant("the code is invalid, expired or used");
+    if (ended) {
+      await shard(env, "refresh", familyRef).withdrawCodeFamily(await sha256(grantId), event.id);
+      throw invalidGrant("the login this code belongs to has ended");
+    }
+    return buildTokenResponse(env, config, client, plan);
+  }
   // A code of a login whose sid names no live shard was not spent: it issues nothing either way.
   if (opened.spend === "login" && !spent) throw invalidGrant("the login this code belongs to has ended");
   const result =
