@@ -75,8 +75,11 @@ export const CAPTURED_MAIL_LIMIT = 50;
  * transaction, so a returning user reads no D1 however long ago the last sign-in was (issue 28).
  */
 export const KNOWN_USER_TTL_MS = 400 * 24 * HOUR;
-/** A copy written longer ago than this is extended when a sign-in reads it (two rows, once a month at most). */
-export const KNOWN_USER_EXTEND_AFTER_MS = 30 * 24 * HOUR;
+/**
+ * A copy written longer ago than this is extended when a sign-in reads it: one row, at most twice a
+ * year per address, so a user who signs in monthly writes none for it (issue 28).
+ */
+export const KNOWN_USER_EXTEND_AFTER_MS = 180 * 24 * HOUR;
 
 /** A challenge shard reaches other challenge shards: an address's home (issue 12). */
 interface ChallengeEnv extends StoreEnv {
@@ -110,7 +113,8 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         expires_at INTEGER NOT NULL,
         consecutive INTEGER NOT NULL DEFAULT 0,
         consecutive_until INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`,
-      // No index on expires_at (issue 28: a send writes one billed row less): swept by a scan, hourly.
+      // No index on expires_at (issue 28: a send writes one billed row less): swept by a scan, hourly,
+      // 90 days after expiry, so a returning address overwrites its row instead of deleting and inserting.
       "DROP INDEX IF EXISTS email_limits_exp",
       // Outside an address's home region: what is owed to, and was last heard from, its home shard.
       `CREATE TABLE IF NOT EXISTS home_reports (
@@ -158,7 +162,8 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         expires_at INTEGER NOT NULL,
         claims TEXT,
         claims_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`,
-      "CREATE INDEX IF NOT EXISTS known_users_exp ON known_users(expires_at)",
+      // No index on expires_at (issue 28: an extension writes one billed row, not two): swept by a daily scan.
+      "DROP INDEX IF EXISTS known_users_exp",
       // Per-IP quotas lived here before they moved to the Rate Limiting binding; nothing reads them.
       "DROP TABLE IF EXISTS ip_quota",
     ];
@@ -189,8 +194,12 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
   protected expiringTables(): string[] {
     return ["otp_codes", "email_limits", "home_reports", "source_failures", "carry_pending", "captured", "known_users"];
   }
-  protected override scanSweptTables(): Record<string, number> {
-    return { email_limits: 3_600_000 };
+  protected override scanSweptTables(): Record<string, { everyMs: number; keepExpiredMs: number }> {
+    // An address's limits are kept 90 days past their windows, so its next sign-in overwrites them.
+    return {
+      email_limits: { everyMs: HOUR, keepExpiredMs: 90 * 24 * HOUR },
+      known_users: { everyMs: 24 * HOUR, keepExpiredMs: 0 },
+    };
   }
 
   #limits(emailKey: string, now: number): Limits {
@@ -751,7 +760,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       )
       .toArray()[0];
     if (!row) return null;
-    // Read by a sign-in: extended when written more than a month ago (called inside its transaction).
+    // Read by a sign-in: extended when written more than six months ago (called inside its transaction).
     if (row.expires_at - now < KNOWN_USER_TTL_MS - KNOWN_USER_EXTEND_AFTER_MS)
       this.sql.exec("UPDATE known_users SET expires_at = ? WHERE email_key = ?", now + KNOWN_USER_TTL_MS, emailKey);
     return row.claims ? { id: row.user_id, claims_json: row.claims } : { id: row.user_id };

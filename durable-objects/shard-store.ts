@@ -169,12 +169,14 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   protected abstract expiringTables(): string[];
 
   /**
-   * Expiring tables without an `expires_at` index, by how often the alarm sweeps them at most: the
-   * sweep reads such a table whole, and a row costs one billed row less to write (issue 28). Rows read
-   * cost a thousandth of rows written, so an hourly scan is cheaper than an index entry per write.
-   * Reads ignore expired rows meanwhile. Absent: swept at every alarm.
+   * Expiring tables without an `expires_at` index (issue 28), by how often the alarm sweeps them at
+   * most (`everyMs`: the sweep reads such a table whole, and rows read cost a thousandth of rows
+   * written, so an hourly scan is cheaper than an index entry per write) and how long a row is kept
+   * after it expired (`keepExpiredMs`: a row its key will write again, as an address's limits at its
+   * next sign-in, is overwritten, 1 billed row, instead of deleted and inserted, 2). Reads ignore
+   * expired rows. Absent: swept at every alarm, at expiry.
    */
-  protected scanSweptTables(): Record<string, number> {
+  protected scanSweptTables(): Record<string, { everyMs: number; keepExpiredMs: number }> {
     return {};
   }
   /** When each scan-swept table was last swept by this instance. */
@@ -289,16 +291,18 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     let sweepAt = this.buckets.dropEnded(now) ?? Number.POSITIVE_INFINITY;
     const scanned = this.scanSweptTables();
     for (const table of this.expiringTables()) {
-      const every = scanned[table] ?? SWEEP_EVERY_MS;
+      const scan = scanned[table];
+      const every = scan?.everyMs ?? SWEEP_EVERY_MS;
+      const keep = scan?.keepExpiredMs ?? 0;
       const last = this.#sweptAt.get(table);
-      if (table in scanned && last !== undefined && now - last < every) {
+      if (scan && last !== undefined && now - last < every) {
         if (this.sql.exec(`SELECT 1 FROM ${table} LIMIT 1`).toArray().length) sweepAt = Math.min(sweepAt, last + every);
         continue;
       }
-      this.sql.exec(`DELETE FROM ${table} WHERE expires_at <= ?`, now);
-      if (table in scanned) this.#sweptAt.set(table, now);
+      this.sql.exec(`DELETE FROM ${table} WHERE expires_at <= ?`, now - keep);
+      if (scan) this.#sweptAt.set(table, now);
       const row = this.sql.exec<{ e: number | null }>(`SELECT MIN(expires_at) AS e FROM ${table}`).one();
-      if (row.e !== null) sweepAt = Math.min(sweepAt, Math.max(row.e, now + every));
+      if (row.e !== null) sweepAt = Math.min(sweepAt, Math.max(row.e + keep, now + every));
     }
     const next = Math.min(auditAt, sweepAt);
     if (Number.isFinite(next)) await this.expireAt(next);

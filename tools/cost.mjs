@@ -15,7 +15,7 @@
 // (the Workers, every Durable Object, the local D1 and the dev gateway on one thread), so it is an upper
 // bound on the Workers CPU production bills, reported as its own line and not in the total.
 //
-//   LOGINS=300 CONCURRENCY=8 npm run cost     (writes docs/benchmarks/<date>-cost.md unless OUT=-)
+//   LOGINS=3000 CONCURRENCY=8 npm run cost     (writes docs/benchmarks/<date>-cost.md unless OUT=-)
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { REPO, raisedPolicy, startLoadStack } from "./lib/k6-stack.mjs";
 import { CLK_TCK, cpuTicks, workerdPids } from "./lib/proc.mjs";
 
-const LOGINS = Number(process.env.LOGINS || 300);
+const LOGINS = Number(process.env.LOGINS || 3000);
 const CONCURRENCY = Number(process.env.CONCURRENCY || 8);
 const RESEND_INTERVAL_S = 10;
 
