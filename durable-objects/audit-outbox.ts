@@ -26,8 +26,10 @@ type OutboxRow = Record<(typeof COLUMNS)[number] | "seq", SqlStorageValue>;
  *   transaction as the session it creates, so the event exists exactly when the thing it records does,
  *   and costs no call of its own);
  * - the AuditBuffer shards, for the events no store call carries (failures, logouts, admin changes).
- * The owner's alarm hands the rows to D1 `audit_events` in batches. Event ids make a repeated flush (a
- * crash between the D1 write and the delete) harmless.
+ * The owner's alarm hands the rows to D1's trail (workers/shared/audit-trail.ts) in batches. Every D1
+ * row is keyed by what an event or a batch always has the same way, so a repeated flush (a crash
+ * between the D1 write and the delete, or an evicted object sending a swapped-out table again) is
+ * harmless.
  *
  * New events go to the newest of the tables `<table>__g1`, `<table>__g2`... A flush of
  * `OUTBOX_SWAP_AT` events or more first makes the next one, so the table it flushes takes no more
@@ -115,7 +117,7 @@ export class AuditOutbox {
     for (const t of [this.table, ...this.#list()]) this.sql.exec(`DELETE FROM ${t} WHERE id = ?`, id);
   }
 
-  /** Events written to D1 since this object started: each is a D1 row that retention deletes later. */
+  /** Events written to D1 since this object started. */
   flushed = 0;
   /** Rows written making the generations' tables: shared by every event a table takes. */
   madeRows = 0;
