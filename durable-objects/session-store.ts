@@ -53,7 +53,8 @@ export class SessionStore extends ShardStore {
   async startSession(a: StartSession): Promise<boolean> {
     const { table, end } = this.bucketFor("sessions", a.session.expires_at, a.now);
     const done = this.ctx.storage.transactionSync(() => {
-      for (const t of this.buckets.tables("sessions", a.now))
+      // `table` too: a session already past its expiry (redirect_to followed late) goes to a bucket whose end may have passed.
+      for (const t of new Set([...this.buckets.tables("sessions", a.now), table]))
         if (this.sql.exec(`SELECT 1 FROM ${t} WHERE session_hash = ?`, a.sessionHash).toArray().length) return false;
       // A transaction begun before sessions were keyed by it (its row is in the table before buckets).
       if (this.sql.exec("SELECT 1 FROM sessions WHERE tx_hash = ?", a.txHash).toArray().length) return false;

@@ -23,7 +23,8 @@ export function spendCode(
   a: RedeemCode,
   grantId: string | null,
 ): RedeemResult {
-  for (const table of where.tables) {
+  // `into` too: a code presented after its keep-until goes to a bucket whose end may have passed.
+  for (const table of new Set([...where.tables, where.into])) {
     const first = sql
       .exec<{ grant_id: string | null; sid: string }>(
         `SELECT grant_id, sid FROM ${table} WHERE code_hash = ?`,

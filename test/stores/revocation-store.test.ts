@@ -75,5 +75,13 @@ describe("RevocationStore", () => {
       expect(await redeem(s, "c3", null)).toEqual({ status: "ok", ended: false });
       expect(await redeem(s, "c3", "gr_z")).toEqual({ status: "spent", ended: false });
     });
+
+    it("spends a code presented after its keep-until once: its bucket's end may have passed already", async () => {
+      const s = fresh();
+      const late = (grantId: string | null) =>
+        s.redeemCodeForLogin({ login, codeHash: "c4", grantId, sid: login.sid, keepUntil: Date.now() - 1_200_000 });
+      expect(await late(null)).toEqual({ status: "ok", ended: false });
+      expect(await late("gr_w")).toEqual({ status: "spent", ended: false });
+    });
   });
 });

@@ -47,6 +47,13 @@ describe("SessionStore", () => {
     expect(await s.session("sh", T0 + 2)).toBeNull();
   });
 
+  it("stores a session already past its expiry once: its bucket's end may have passed", async () => {
+    const s = fresh();
+    const info = session({ expires_at: Date.now() - 1_200_000 });
+    expect(await start(s, "tx-late", "sh-late", info, Date.now())).toBe(true);
+    expect(await start(s, "tx-late", "sh-late", info, Date.now())).toBe(false);
+  });
+
   it("serves a session until its absolute expiry", async () => {
     const s = fresh();
     const info = session({ expires_at: T0 + 1000 });
