@@ -353,7 +353,7 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
         billing: Record<string, number>;
         totals: { table_rows_written: number };
       };
-      return { ...all.billing, table_rows_written: all.totals.table_rows_written };
+      return { ...all.billing, table_rows_written: all.totals.table_rows_written } as Record<string, number>;
     };
     const beforeAll = await billed();
     const { mailboxRead, ...login } = await measuredLogin(e, client, email, "", {}, mailed(email));
