@@ -348,4 +348,51 @@ describe("audit trail", () => {
     const stats = (await (await admin(`/tenants/${tenant.id}/stats`)).json()) as { sign_ins_24h: number };
     expect(stats.sign_ins_24h).toBe(2);
   }, 30_000);
+
+  it("pages a tenant's trail through more pages than one read takes, in order, with none lost or repeated (issue 28)", async () => {
+    const tenant = await createTenant();
+    const now = Date.now();
+    // 160 minutes of events, one flush: a page per minute (the reads take 100 pages at a time), two
+    // events in every fifth minute, one of them a sign_in.
+    const mine = Array.from({ length: 160 }, (_, i) => [
+      ...events(1, { kind: "code_failed", tenant: tenant.id }, now - i * 60_000 - 1_000),
+      ...(i % 5 === 0 ? events(1, { kind: "sign_in", tenant: tenant.id }, now - i * 60_000 - 2_000) : []),
+    ]).flat();
+    const [stub] = auditShards() as [DurableObjectStub<AuditBuffer>];
+    await stub.append(mine);
+    await runDurableObjectAlarm(stub);
+    await vi.waitFor(async () => expect(await stub.buffered()).toBe(0), { timeout: 10_000, interval: 50 });
+
+    const expected = [...mine].sort((a, b) => b.at - a.at || (a.id < b.id ? 1 : -1)).map((e) => e.id);
+    for (const [query, want] of [
+      ["limit=7", expected],
+      ["limit=150", expected],
+      [
+        "kind=sign_in&limit=3",
+        mine
+          .filter((e) => e.kind === "sign_in")
+          .sort((a, b) => b.at - a.at)
+          .map((e) => e.id),
+      ],
+      // Fewer sign-ins in the first 100 pages than the limit: the read goes on past them.
+      [
+        "kind=sign_in&limit=30",
+        mine
+          .filter((e) => e.kind === "sign_in")
+          .sort((a, b) => b.at - a.at)
+          .map((e) => e.id),
+      ],
+    ] as const) {
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const res = await admin(`/tenants/${tenant.id}/audit?${query}${cursor ? `&cursor=${cursor}` : ""}`);
+        expect(res.status).toBe(200);
+        const page = (await res.json()) as { events: { id: string }[]; next_cursor: string | null };
+        seen.push(...page.events.map((e) => e.id));
+        cursor = page.next_cursor;
+      } while (cursor);
+      expect(seen, query).toEqual(want);
+    }
+  }, 60_000);
 });
