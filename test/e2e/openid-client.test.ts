@@ -21,6 +21,45 @@ afterAll(async () => {
   await stack?.dispose();
 });
 
+/**
+ * openid-client's configuration for a registered client, from its issuer's discovery document
+ * (OIDC Discovery §4). openid-client refuses http:// endpoints unless told this is a local, insecure setup.
+ */
+function discover(issuer: string, clientId: string, auth: oidc.ClientAuth): Promise<oidc.Configuration> {
+  return oidc.discovery(new URL(issuer), clientId, undefined, auth, { execute: [oidc.allowInsecureRequests] });
+}
+
+/**
+ * A login as openid-client makes it: the authorization URL it builds (PKCE, nonce, state, and any
+ * `extra` parameter), a sign-in by emailed code, then the code grant, which checks state, iss (RFC
+ * 9207), PKCE, and the ID token's signature, aud and nonce.
+ */
+async function codeLogin(
+  config: oidc.Configuration,
+  o: { redirectUri: string; scope: string; email: string; issuer?: string; extra?: Record<string, string> },
+) {
+  const codeVerifier = oidc.randomPKCECodeVerifier();
+  const nonce = oidc.randomNonce();
+  const state = oidc.randomState();
+  const authorizationUrl = oidc.buildAuthorizationUrl(config, {
+    redirect_uri: o.redirectUri,
+    scope: o.scope,
+    code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+    code_challenge_method: "S256",
+    nonce,
+    state,
+    ...o.extra,
+  });
+  const callbackUrl = await signInWithEmailCode(stack, authorizationUrl, o.email, o.issuer);
+  const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
+    pkceCodeVerifier: codeVerifier,
+    expectedNonce: nonce,
+    expectedState: state,
+    idTokenExpected: true,
+  });
+  return { tokens, nonce, callbackUrl };
+}
+
 describe("openid-client against the npm start runtime", () => {
   it("discovers, logs in with an emailed code, redeems, reads userinfo and refreshes", async () => {
     // The RP never serves this URI: the test takes the callback URL from the Location header.
@@ -32,39 +71,20 @@ describe("openid-client against the npm start runtime", () => {
       scope: "openid email offline_access",
     });
 
-    // openid-client refuses http:// endpoints unless told this is a local, insecure setup.
-    const config = await oidc.discovery(
-      new URL(stack.url),
+    const config = await discover(
+      stack.url,
       registered.client_id,
-      undefined,
       oidc.ClientSecretBasic(registered.client_secret as string),
-      { execute: [oidc.allowInsecureRequests] },
     );
     expect(config.serverMetadata().issuer).toBe(stack.url);
 
-    const codeVerifier = oidc.randomPKCECodeVerifier();
-    const nonce = oidc.randomNonce();
-    const state = oidc.randomState();
-    const authorizationUrl = oidc.buildAuthorizationUrl(config, {
-      redirect_uri: redirectUri,
-      scope: "openid email offline_access",
-      code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-      code_challenge_method: "S256",
-      nonce,
-      state,
-    });
-
     const email = `e2e.${Date.now().toString(36)}@example.com`;
-    const callbackUrl = await signInWithEmailCode(stack, authorizationUrl, email);
-    expect(`${callbackUrl.origin}${callbackUrl.pathname}`).toBe(redirectUri);
-
-    // Token: checks state, iss (RFC 9207), PKCE, and the ID token's signature, aud and nonce
-    const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
-      pkceCodeVerifier: codeVerifier,
-      expectedNonce: nonce,
-      expectedState: state,
-      idTokenExpected: true,
+    const { tokens, nonce, callbackUrl } = await codeLogin(config, {
+      redirectUri,
+      scope: "openid email offline_access",
+      email,
     });
+    expect(`${callbackUrl.origin}${callbackUrl.pathname}`).toBe(redirectUri);
     const claims = tokens.claims();
     expect(claims).toMatchObject({
       iss: stack.url,
@@ -95,12 +115,10 @@ describe("openid-client against the npm start runtime", () => {
       grant_types: ["client_credentials"],
       scope: "reports:read reports:write",
     });
-    const config = await oidc.discovery(
-      new URL(stack.url),
+    const config = await discover(
+      stack.url,
       registered.client_id,
-      undefined,
       oidc.ClientSecretBasic(registered.client_secret as string),
-      { execute: [oidc.allowInsecureRequests] },
     );
     expect(config.serverMetadata().grant_types_supported).toContain("client_credentials");
     const tokens = await oidc.clientCredentialsGrant(config, { scope: "reports:read" });
@@ -121,9 +139,7 @@ describe("openid-client against the npm start runtime", () => {
       grant_types: ["urn:ietf:params:oauth:grant-type:device_code", "refresh_token"],
       scope: "openid email offline_access",
     });
-    const config = await oidc.discovery(new URL(stack.url), registered.client_id, undefined, oidc.None(), {
-      execute: [oidc.allowInsecureRequests],
-    });
+    const config = await discover(stack.url, registered.client_id, oidc.None());
     const device = await oidc.initiateDeviceAuthorization(config, { scope: "openid email offline_access" });
     expect(device.user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/);
 
@@ -176,28 +192,16 @@ describe("openid-client against the npm start runtime", () => {
       scope: "openid email",
       token_claims: { claims: [{ claim: "plan", source: "organization.attributes.plan" }] },
     });
-    const config = await oidc.discovery(
-      new URL(stack.url),
+    const config = await discover(
+      stack.url,
       registered.client_id,
-      undefined,
       oidc.ClientSecretBasic(registered.client_secret as string),
-      { execute: [oidc.allowInsecureRequests] },
     );
-    const codeVerifier = oidc.randomPKCECodeVerifier();
-    const nonce = oidc.randomNonce();
-    const authorizationUrl = oidc.buildAuthorizationUrl(config, {
-      redirect_uri: redirectUri,
+    const { tokens } = await codeLogin(config, {
+      redirectUri,
       scope: "openid email",
-      code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-      code_challenge_method: "S256",
-      nonce,
-      organization: org.id,
-    });
-    const callbackUrl = await signInWithEmailCode(stack, authorizationUrl, email);
-    const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
-      pkceCodeVerifier: codeVerifier,
-      expectedNonce: nonce,
-      idTokenExpected: true,
+      email,
+      extra: { organization: org.id },
     });
     expect(tokens.claims()).toMatchObject({
       sub: user.id,
@@ -225,29 +229,18 @@ describe("openid-client against the npm start runtime", () => {
         tenant.id,
       );
       // Discovery from the tenant's issuer URL (OIDC Discovery §4: issuer + /.well-known/...).
-      const config = await oidc.discovery(
-        new URL(tenant.issuer),
+      const config = await discover(
+        tenant.issuer,
         registered.client_id,
-        undefined,
         oidc.ClientSecretBasic(registered.client_secret as string),
-        { execute: [oidc.allowInsecureRequests] },
       );
       expect(config.serverMetadata().issuer).toBe(tenant.issuer);
-      const codeVerifier = oidc.randomPKCECodeVerifier();
-      const nonce = oidc.randomNonce();
-      const authorizationUrl = oidc.buildAuthorizationUrl(config, {
-        redirect_uri: redirectUri,
-        scope: "openid email offline_access",
-        code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-        code_challenge_method: "S256",
-        nonce,
-      });
-      const callbackUrl = await signInWithEmailCode(stack, authorizationUrl, email, tenant.issuer);
       // The library checks iss (RFC 9207) against the tenant's issuer and the ID token against its JWKS.
-      const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
-        pkceCodeVerifier: codeVerifier,
-        expectedNonce: nonce,
-        idTokenExpected: true,
+      const { tokens } = await codeLogin(config, {
+        redirectUri,
+        scope: "openid email offline_access",
+        email,
+        issuer: tenant.issuer,
       });
       const claims = tokens.claims();
       expect(claims).toMatchObject({ iss: tenant.issuer, aud: registered.client_id, email });
