@@ -168,7 +168,7 @@ async function prepareLoginGrant(
   }
   const [checked, made] = await Promise.allSettled([
     sidRef
-      ? checkLogin && !(code && family)
+      ? checkLogin
         ? checkLogin(grantId, sidRef)
         : shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
       : true,
@@ -281,6 +281,8 @@ async function redeemCode(
   // Without a family, the login's check and the code's spend are one transaction (redeemCodeForLogin;
   // an older code is spent after the check), so an ended login's code issues nothing.
   const event = requestAuditEvent(c, { ...issued, user: grant.sub });
+  // A login's code is spent by its refresh family when its grant has one (issue 28).
+  const familySpends = opened.spend === "login" && grant.scope.split(" ").includes("offline_access");
   let spent: RedeemResult | undefined;
   const {
     plan,
@@ -304,7 +306,7 @@ async function redeemCode(
     },
     good,
     now,
-    opened.spend === "login"
+    opened.spend === "login" && !familySpends
       ? async (grantId, sidRef) => {
           const redeemed = await shard(env, "revocation", sidRef.ref).redeemCodeForLogin({
             login: { sid: grant.sid, sub: grant.sub, authTime: grant.auth_time },
@@ -318,8 +320,7 @@ async function redeemCode(
           return redeemed.ended;
         }
       : undefined,
-    // A login's code whose grant has a refresh family: the family is the spend (issue 28).
-    opened.spend === "login" ? { hash: opened.hash, good, issued: event } : undefined,
+    familySpends ? { hash: opened.hash, good, issued: event } : undefined,
   );
   plan.resource = resource;
   const grantId = plan.grantId;
