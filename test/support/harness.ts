@@ -480,24 +480,23 @@ export function stubForId(store: Store, id: string): DurableObjectStub {
  */
 /** The RefreshTokenRotator shard of the family a login's code names (issue 28), spent or not. */
 export async function codeFamilyShard(code: string): Promise<DurableObjectStub> {
+  return stubForId("refresh", await codeGrant(code));
+}
+
+/** The grant id a login's code names (workers/shared/auth-code.ts `codeGrantId`). */
+async function codeGrant(code: string): Promise<string> {
   const { grant } = (await openSealed<{ grant: { sid: string } }>("code", code)) as { grant: { sid: string } };
   const config = loadConfig(env as never);
   const region = parseId(config, "sid", grant.sid)?.ref.place.region ?? config.REGIONS.default;
-  const { id } = await codeGrantId(config, await sha256(sealedIdPart(code)), region);
-  return stubForId("refresh", id);
+  return (await codeGrantId(config, await sha256(sealedIdPart(code)), region)).id;
 }
 
 export async function codeSpend(
   code: string,
 ): Promise<{ by: "family" | "spent_codes"; issued: boolean; shard: DurableObjectStub } | null> {
-  const { grant } = (await openSealed<{ grant: { sid: string; scope: string } }>("code", code)) as {
-    grant: { sid: string; scope: string };
-  };
-  const config = loadConfig(env as never);
-  const codeHash = await sha256(sealedIdPart(code));
+  const { grant } = (await openSealed<{ grant: { scope: string } }>("code", code)) as { grant: { scope: string } };
   if (grant.scope.split(" ").includes("offline_access")) {
-    const region = parseId(config, "sid", grant.sid)?.ref.place.region ?? config.REGIONS.default;
-    const { id } = await codeGrantId(config, codeHash, region);
+    const id = await codeGrant(code);
     const shard = stubForId("refresh", id);
     const [family] = await sql<{ revoked: number }>(
       shard,
@@ -510,7 +509,7 @@ export async function codeSpend(
   const [row] = await sql<{ grant_id: string | null }>(
     shard,
     "SELECT grant_id FROM spent_codes WHERE code_hash = ?",
-    codeHash,
+    await sha256(sealedIdPart(code)),
   );
   return row ? { by: "spent_codes", issued: row.grant_id !== null, shard } : null;
 }
