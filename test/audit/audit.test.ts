@@ -113,7 +113,7 @@ describe("audit trail", () => {
 
   it("writes a login's sign-in and token events in the store calls that make them true", async () => {
     const client = await registerClient({});
-    const { tokens, tx, code } = await fullLogin(client, uniqueEmail("outbox"));
+    const { tokens, tx } = await fullLogin(client, uniqueEmail("outbox"));
     const sub = decodeJwt(tokens.id_token).sub as string;
     const sessionShard = stubForId("session", tx);
     // Where the code was spent: its refresh family, whose row is the spend (issue 28), in its own shard.
