@@ -75,16 +75,13 @@ export class ExpiryBuckets {
   }
 
   /**
-   * Every table that may hold a live row of `base`: the buckets whose end is after `now`, latest
-   * first, then the base table (rows from before buckets).
+   * Every table of `base`, latest bucket first, then the base table (rows from before buckets). A
+   * bucket whose end has passed is listed until the alarm drops it: its rows have expired, but a key
+   * written there late (a row past its expiry when written) must still be found.
    */
-  tables(base: string, now: number): string[] {
+  tables(base: string): string[] {
     const ends = this.#load().get(base) ?? [];
-    const live: string[] = [];
-    for (let i = ends.length - 1; i >= 0 && (ends[i] as number) > now; i--)
-      live.push(`${base}__e${Math.floor((ends[i] as number) / 1000)}`);
-    live.push(base);
-    return live;
+    return [...ends.map((end) => `${base}__e${Math.floor(end / 1000)}`).reverse(), base];
   }
 
   /** Drops every bucket whose end is at or before `now`. Returns the earliest end still ahead, if any. */

@@ -59,7 +59,7 @@ export class RefreshTokenRotator extends ShardStore {
 
   /** The table holding a live family, and its row, or null. */
   #family<T>(familyHash: string, now: number, columns: string): { table: string; row: T } | null {
-    for (const table of this.buckets.tables("families", now)) {
+    for (const table of this.buckets.tables("families")) {
       const row = this.sql
         .exec<Record<string, SqlStorageValue>>(
           `SELECT ${columns} FROM ${table} WHERE family_hash = ? AND expires_at > ?`,
@@ -138,7 +138,7 @@ export class RefreshTokenRotator extends ShardStore {
    */
   withdrawCodeFamily(familyHash: string, eventId: string | null): void {
     this.ctx.storage.transactionSync(() => {
-      for (const t of this.buckets.tables("families", Date.now()))
+      for (const t of this.buckets.tables("families"))
         this.sql.exec(`UPDATE ${t} SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?`, familyHash);
       if (eventId) this.withdrawAudit(eventId);
     });
@@ -150,7 +150,7 @@ export class RefreshTokenRotator extends ShardStore {
    */
   forgetCodeFamily(familyHash: string, eventId: string): void {
     this.ctx.storage.transactionSync(() => {
-      for (const t of this.buckets.tables("families", Date.now()))
+      for (const t of this.buckets.tables("families"))
         this.sql.exec(`DELETE FROM ${t} WHERE family_hash = ?`, familyHash);
       this.withdrawAudit(eventId);
     });
@@ -235,9 +235,8 @@ export class RefreshTokenRotator extends ShardStore {
 
   /** Revokes a family; true if it existed and was live. */
   revokeFamily(familyHash: string): boolean {
-    const now = Date.now();
     return this.buckets
-      .tables("families", now)
+      .tables("families")
       .some(
         (t) =>
           this.sql.exec(

@@ -46,7 +46,7 @@ export class RevocationStore extends ShardStore {
     const result = this.ctx.storage.transactionSync((): RedeemForLoginResult => {
       const ended = this.#ended(a.login);
       const grantId = ended ? null : a.grantId;
-      const spent = spendCode(this.sql, { into: table, tables: this.buckets.tables("spent_codes", now) }, a, grantId);
+      const spent = spendCode(this.sql, { into: table, tables: this.buckets.tables("spent_codes") }, a, grantId);
       if (spent.status === "ok" && grantId && a.issued) this.recordAudit([a.issued]);
       return { ...spent, ended };
     });

@@ -53,8 +53,7 @@ export class SessionStore extends ShardStore {
   async startSession(a: StartSession): Promise<boolean> {
     const { table, end } = this.bucketFor("sessions", a.session.expires_at, a.now);
     const done = this.ctx.storage.transactionSync(() => {
-      // `table` too: a session already past its expiry (redirect_to followed late) goes to a bucket whose end may have passed.
-      for (const t of new Set([...this.buckets.tables("sessions", a.now), table]))
+      for (const t of this.buckets.tables("sessions"))
         if (this.sql.exec(`SELECT 1 FROM ${t} WHERE session_hash = ?`, a.sessionHash).toArray().length) return false;
       // A transaction begun before sessions were keyed by it (its row is in the table before buckets).
       if (this.sql.exec("SELECT 1 FROM sessions WHERE tx_hash = ?", a.txHash).toArray().length) return false;
@@ -76,7 +75,7 @@ export class SessionStore extends ShardStore {
   }
 
   session(sessionHash: string, now: number): SessionInfo | null {
-    for (const t of this.buckets.tables("sessions", now)) {
+    for (const t of this.buckets.tables("sessions")) {
       const row = this.sql
         .exec<Record<keyof SessionInfo, never>>(
           `SELECT sid, sub, email, auth_time, expires_at FROM ${t} WHERE session_hash = ? AND expires_at > ?`,
@@ -91,7 +90,7 @@ export class SessionStore extends ShardStore {
 
   /** Ends a session; returns its public `sid` so the caller can revoke the tokens of its logins. */
   endSession(sessionHash: string): string | null {
-    for (const t of this.buckets.tables("sessions", Date.now())) {
+    for (const t of this.buckets.tables("sessions")) {
       const row = this.sql
         .exec<{ sid: string }>(`DELETE FROM ${t} WHERE session_hash = ? RETURNING sid`, sessionHash)
         .toArray()[0];

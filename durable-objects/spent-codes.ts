@@ -23,8 +23,7 @@ export function spendCode(
   a: RedeemCode,
   grantId: string | null,
 ): RedeemResult {
-  // `into` too: a code presented after its keep-until goes to a bucket whose end may have passed.
-  for (const table of new Set([...where.tables, where.into])) {
+  for (const table of where.tables) {
     const first = sql
       .exec<{ grant_id: string | null; sid: string }>(
         `SELECT grant_id, sid FROM ${table} WHERE code_hash = ?`,
