@@ -11,21 +11,28 @@
 // login makes them: a shard reports the rows a sweep or a flush will delete (`pending_deletes`), and
 // every audit event written to D1 is one row retention deletes.
 //
-// Local-only figures are kept apart (issue 28 item 4): CPU here is the whole local workerd process
-// (the Workers, every Durable Object, the local D1 and the dev gateway on one thread), so it is an upper
-// bound on the Workers CPU production bills, reported as its own line and not in the total.
+// Local-only figures are kept apart (issue 28 item 4). The local workerd process runs the Workers,
+// every Durable Object, Miniflare's D1 and Rate Limiting emulation and the dev gateway on one thread.
+// The second pass is profiled isolate by isolate (tools/lib/isolate-cpu.mjs): the CPU in the Keyway
+// Workers' isolates is the Workers CPU production bills, and is in the total; the CPU in the Durable
+// Object isolates (billed by request, not CPU), in local-only isolates and outside any isolate (the
+// runtime's own work) is reported line by line, apart.
 //
 //   LOGINS=3000 CONCURRENCY=8 npm run cost     (writes docs/benchmarks/<date>-cost.md unless OUT=-)
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
+import { freePort } from "../scripts/stack.mjs";
+import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { REPO, raisedPolicy, startLoadStack } from "./lib/k6-stack.mjs";
-import { CLK_TCK, cpuTicks, workerdPids } from "./lib/proc.mjs";
+import { CLK_TCK, cpuTicks, threadTicks, workerdPids } from "./lib/proc.mjs";
 
 const LOGINS = Number(process.env.LOGINS || 3000);
 const CONCURRENCY = Number(process.env.CONCURRENCY || 8);
 const RESEND_INTERVAL_S = 10;
+/** The profilers' tick: each interrupts workerd's thread, so a coarse one disturbs the run least. */
+const PROFILE_TICK_US = Number(process.env.PROFILE_TICK_US || 4000);
 
 // ---- Prices: the marked table of docs/cost.md.
 const COST_DOC = join(REPO, "docs", "cost.md");
@@ -68,7 +75,9 @@ const receiver = createServer((req, res) => {
 });
 await new Promise((r) => receiver.listen(0, "127.0.0.1", r));
 
+const inspectorPort = await freePort();
 const stack = await startLoadStack({
+  inspectorPort,
   policy: { ...raisedPolicy(), resend_interval_seconds: RESEND_INTERVAL_S },
   vars: {
     MAIL_TRANSPORT: "http",
@@ -178,15 +187,26 @@ try {
   await sleep((RESEND_INTERVAL_S + 6) * 1000);
   const pids = workerdPids();
   const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
+  const threads = () => new Map(pids.flatMap((p) => [...threadTicks(p)]));
+  const profiler = await openIsolateProfiler(inspectorPort, PROFILE_TICK_US);
   const beforeAll = await admin("/stats");
   const before = beforeAll.billing;
   const mailsBefore = mails;
+  await profiler.start();
+  const threads0 = threads();
   const cpu0 = ticks();
   const t0 = Date.now();
   console.log(`second pass: ${LOGINS} returning users sign in (${CONCURRENCY} at a time)`);
   await pass(users);
   const seconds = (Date.now() - t0) / 1000;
   const cpuMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
+  // The isolates' thread is the busiest of the process; the others are V8's helpers and the profilers.
+  const threadMs = Math.max(
+    ...[...threads()].map(([tid, t]) => ((t.ticks - (threads0.get(tid)?.ticks ?? 0)) / CLK_TCK) * 1000),
+  );
+  const isolates = await profiler.stop();
+  profiler.close();
+  const roles = byRole(isolates);
   // The audit outboxes flush 5 s after their last event; the mail's code_sent events come after it.
   await sleep(8_000);
   const afterAll = await admin("/stats");
@@ -214,6 +234,11 @@ try {
     d1_storage_bytes: per("d1_size_bytes"),
     mails: (mails - mailsBefore) / LOGINS,
     local_cpu_ms: cpuMs / LOGINS,
+    thread_cpu_ms: threadMs / LOGINS,
+    worker_cpu_ms: roles.worker / LOGINS,
+    durable_object_cpu_ms: roles["durable-object"] / LOGINS,
+    local_only_cpu_ms: roles["local-only"] / LOGINS,
+    runtime_cpu_ms: (threadMs - roles.worker - roles["durable-object"] - roles["local-only"]) / LOGINS,
   };
 
   // ---- Cost per million logins, by line.
@@ -257,10 +282,25 @@ try {
       "d1_storage_gb_month",
       "GB-month",
     ),
+    line("Workers CPU (measured in the Keyway Workers' isolates)", m.worker_cpu_ms, "worker_cpu_ms", "CPU-ms"),
   ];
   const total = lines.reduce((a, l) => a + l.usd, 0);
   const mail = line("Mail (Cloudflare Email Sending)", m.mails, "email_sending", "messages");
-  const cpu = line("Workers CPU, upper bound (local whole-process CPU)", m.local_cpu_ms, "worker_cpu_ms", "CPU-ms");
+  const local = [
+    ["the whole workerd process", m.local_cpu_ms],
+    ["of it, the thread that runs every isolate", m.thread_cpu_ms],
+    ["on that thread, the Keyway Workers' isolates (in the total above)", m.worker_cpu_ms],
+    ["on that thread, the Durable Objects' isolate (billed by request, not CPU)", m.durable_object_cpu_ms],
+    [
+      `on that thread, local-only isolates: ${isolates
+        .filter((i) => i.role === "local-only" && i.samples > 0)
+        .sort((a, b) => b.ms - a.ms)
+        .map((i) => `${i.name} ${(i.ms / LOGINS).toFixed(2)}`)
+        .join(", ")}`,
+      m.local_only_cpu_ms,
+    ],
+    ["on that thread, outside any isolate (the runtime's own work)", m.runtime_cpu_ms],
+  ];
   const rowsWritten = m.durable_object_rows_written + Math.max(0, m.durable_object_later_deletes) + m.d1_rows_written;
 
   const fmt = (n, d = 2) => (Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(d));
@@ -271,10 +311,15 @@ try {
       (l) =>
         `| ${l.label} | ${l.unit === "GB-month" ? `${fmt(l.quantity * GB, 0)} bytes` : fmt(l.quantity)} | ${l.unit === "GB-month" ? "GB-month" : l.unit} | ${l.usd.toFixed(2)} |`,
     ),
-    `| **Total, Cloudflare charges (mail and CPU apart)** | | | **${total.toFixed(2)}** |`,
+    `| **Total, Cloudflare charges (mail apart)** | | | **${total.toFixed(2)}** |`,
     `| Mail, separately | ${fmt(mail.quantity)} | messages | ${mail.usd.toFixed(2)} |`,
-    `| Local only: ${cpu.label} | ${fmt(cpu.quantity)} | CPU-ms | ${cpu.usd.toFixed(2)} |`,
   ].join("\n");
+  const localTable = [
+    "| local CPU, measured over the second pass | ms per login |",
+    "| --- | --- |",
+    ...local.map(([label, ms]) => `| ${label} | ${Number(ms).toFixed(2)} |`),
+  ].join("\n");
+  const tick = isolates[0]?.tickUs ?? 0;
   const git = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO, encoding: "utf8" }).trim();
   const summary = `${LOGINS} returning users' logins in ${seconds.toFixed(1)} s (${(LOGINS / seconds).toFixed(1)}/s, ${CONCURRENCY} at a time), commit ${git}, ${new Date().toISOString()}.
 Billed rows written per login, later deletes included: ${rowsWritten.toFixed(2)} (Durable Objects ${m.durable_object_rows_written.toFixed(2)} + ${Math.max(0, m.durable_object_later_deletes).toFixed(2)} later, D1 ${m.d1_rows_written.toFixed(2)}, whose audit months retention drops whole); Durable Object requests ${m.durable_object_requests.toFixed(2)} (alarms set ${m.durable_object_alarms_set.toFixed(2)}); D1 statements ${m.d1_queries.toFixed(2)}.`;
@@ -283,13 +328,14 @@ Billed rows written per login, later deletes included: ${rowsWritten.toFixed(2)}
     "| --- | --- | --- | --- |",
     ...byStore.map((r) => `| ${r.store} | ${r.calls.toFixed(2)} | ${r.rows.toFixed(2)} | ${r.later.toFixed(2)} |`),
   ].join("\n");
-  console.log(`\n${summary}\n\n${table}\n\n${stores}\n`);
+  const localNote = `Local only (issue 28 item 4), not in the total: the isolates' CPU from V8's sampling profiler during the pass (tools/lib/isolate-cpu.mjs, one sample per ${tick} µs tick while an isolate is entered); the process and thread from /proc, with the profilers running.`;
+  console.log(`\n${summary}\n\n${table}\n\n${localNote}\n\n${localTable}\n\n${stores}\n`);
   if (process.env.OUT !== "-") {
     const date = new Date().toISOString().slice(0, 10);
     const out = process.env.OUT || join(REPO, "docs", "benchmarks", `${date}-cost.md`);
     writeFileSync(
       out,
-      `# What a login costs on Cloudflare's bill, measured (${date})\n\nMeasured by \`npm run cost\` (tools/cost.mjs) on the \`npm start\` stack with the \`http\` mail transport; priced by docs/cost.md.\n\n${summary}\n\n${table}\n\nWhere the Durable Object rows go:\n\n${stores}\n`,
+      `# What a login costs on Cloudflare's bill, measured (${date})\n\nMeasured by \`npm run cost\` (tools/cost.mjs) on the \`npm start\` stack with the \`http\` mail transport; priced by docs/cost.md.\n\n${summary}\n\n${table}\n\n${localNote}\n\n${localTable}\n\nWhere the Durable Object rows go:\n\n${stores}\n`,
     );
     console.log(`wrote ${out}`);
   }

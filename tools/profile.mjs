@@ -1,15 +1,17 @@
 #!/usr/bin/env node
 // Profiles the login on the `npm start` runtime: starts a load stack with the V8 inspector open,
 // records a CPU profile of every Worker and Durable Object isolate while k6 runs full-login.js, and
-// prints where the time goes (self time by function, per isolate). Env: RATE (default 80), SECONDS (15),
-// TOP (25), OUT (folder for the raw .cpuprofile files, default .keyway/profiles), SCRIPT (the k6
-// script, default k6/full-login.js). Read the shares with care: workerd's profiler samples its thread
-// while it waits as well, so the last JS frame and (program) absorb idle time. For CPU per operation,
-// `npm run cost-model` measures; docs/performance.md has both.
+// prints where the CPU goes: per isolate (tools/lib/isolate-cpu.mjs: samples taken while the isolate
+// was entered, times the tick), by role (Workers, Durable Objects, local-only), and by function within
+// each isolate (self time). Env: RATE (default 80), SECONDS (15), TOP (25), OUT (folder for the raw
+// .cpuprofile files, default .keyway/profiles), SCRIPT (the k6 script, default k6/full-login.js).
+// For CPU per operation, `npm run cost-model` measures; docs/performance.md has both.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort } from "../scripts/stack.mjs";
+import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { FULL_LOGIN, installK6, REPO, spawnK6, startLoadStack } from "./lib/k6-stack.mjs";
+import { CLK_TCK, cpuTicks, threadTicks, workerdPids } from "./lib/proc.mjs";
 
 const RATE = Number(process.env.RATE ?? 80);
 const SECONDS = Number(process.env.SECONDS ?? 15);
@@ -21,55 +23,57 @@ if (installK6() !== 0) process.exit(1);
 const inspectorPort = await freePort();
 const stack = await startLoadStack({ inspectorPort });
 try {
-  const targets = /** @type {{ title: string, webSocketDebuggerUrl: string }[]} */ (
-    await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()
-  );
-  const sessions = await Promise.all(targets.map((t) => openSession(t.title, t.webSocketDebuggerUrl)));
-  await Promise.all(
-    sessions.map((s) =>
-      s.send("Profiler.enable").then(() => s.send("Profiler.setSamplingInterval", { interval: 200 })),
-    ),
-  );
+  const profiler = await openIsolateProfiler(inspectorPort);
   // Warm up first (cold isolates, first key import), then profile a steady run.
   await runK6({ RATE: "10", RAMP: "2", HOLD: "5" });
-  await Promise.all(sessions.map((s) => s.send("Profiler.start")));
+  await profiler.start();
+  const pids = workerdPids();
+  const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
+  const threads0 = new Map(pids.flatMap((p) => [...threadTicks(p)]));
+  const cpu0 = ticks();
   await runK6({ RATE: String(RATE), RAMP: "3", HOLD: String(SECONDS) });
-  const profiles = await Promise.all(
-    sessions.map(async (s) => ({ title: s.title, profile: (await s.send("Profiler.stop")).profile })),
-  );
+  const processMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
+  // The thread that runs the isolates is the busiest; the rest are V8's helpers and the profilers.
+  const threads = [...new Map(pids.flatMap((p) => [...threadTicks(p)]))].map(([tid, t]) => ({
+    tid,
+    name: t.name,
+    ms: ((t.ticks - (threads0.get(tid)?.ticks ?? 0)) / CLK_TCK) * 1000,
+  }));
+  const mainThread = threads.reduce((a, b) => (b.ms > a.ms ? b : a));
+  const isolates = await profiler.stop();
+  profiler.close();
   mkdirSync(OUT, { recursive: true });
-  let grand = 0;
-  const rows = [];
-  for (const { title, profile } of profiles) {
-    writeFileSync(join(OUT, `${title.replace(/[^\w.-]+/g, "_")}.cpuprofile`), JSON.stringify(profile));
-    const self = selfTimes(profile);
-    const total = [...self.values()].reduce((a, b) => a + b, 0);
-    grand += total;
-    rows.push({ title, total, self });
-  }
-  for (const { title, total, self } of rows.sort((a, b) => b.total - a.total)) {
+  const inIsolates = isolates.reduce((a, i) => a + i.ms, 0);
+  for (const i of [...isolates].sort((a, b) => b.ms - a.ms)) {
+    writeFileSync(join(OUT, `${i.name.replace(/[^\w.-]+/g, "_")}.cpuprofile`), JSON.stringify(i.profile));
+    if (i.samples === 0) continue;
+    const self = selfTimes(i.profile, i.tickUs);
     console.log(
-      `\n== ${title}: ${(total / 1000).toFixed(0)} ms busy (${((100 * total) / grand).toFixed(1)} % of all isolates)`,
+      `\n== ${i.name} (${i.role}): ${i.ms.toFixed(0)} ms of CPU (${((100 * i.ms) / processMs).toFixed(1)} % of workerd's)`,
     );
     for (const [name, us] of [...self].sort((a, b) => b[1] - a[1]).slice(0, TOP))
       console.log(
-        `${(us / 1000).toFixed(1).padStart(9)} ms  ${((100 * us) / total).toFixed(1).padStart(5)} %  ${name}`,
+        `${(us / 1000).toFixed(1).padStart(9)} ms  ${((100 * us) / (i.ms * 1000)).toFixed(1).padStart(5)} %  ${name}`,
       );
   }
+  const roles = byRole(isolates);
   console.log(
-    `\nall isolates: ${(grand / 1000).toFixed(0)} ms of JS over ~${SECONDS + 3} s at ${RATE} logins/s; raw profiles in ${OUT}`,
+    `\nworkerd: ${processMs.toFixed(0)} ms of CPU over the run at ${RATE} logins/s (ramp included), ${mainThread.ms.toFixed(0)} ms of it on the thread that runs the isolates; ` +
+      `in isolates ${inIsolates.toFixed(0)} ms (Workers ${roles.worker.toFixed(0)}, Durable Objects ${roles["durable-object"].toFixed(0)}, local-only ${roles["local-only"].toFixed(0)}), ` +
+      `on that thread outside them ${(mainThread.ms - inIsolates).toFixed(0)} ms; tick ${isolates[0]?.tickUs ?? 0} µs; raw profiles in ${OUT}`,
   );
-  for (const s of sessions) s.close();
+  const others = new Map();
+  for (const t of threads) if (t !== mainThread) others.set(t.name, (others.get(t.name) ?? 0) + t.ms);
+  console.log(`other threads: ${[...others].map(([n, ms]) => `${n} ${ms.toFixed(0)} ms`).join(", ")}`);
 } finally {
   await stack.dispose();
 }
 
 /** Self time (µs) per function, from the sampled call tree; idle and program time are kept by name. */
-function selfTimes(profile) {
+function selfTimes(profile, tickUs) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const counts = new Map();
   for (const id of profile.samples) counts.set(id, (counts.get(id) ?? 0) + 1);
-  const interval = (profile.endTime - profile.startTime) / Math.max(1, profile.samples.length);
   const out = new Map();
   for (const [id, n] of counts) {
     const node = byId.get(id);
@@ -77,7 +81,7 @@ function selfTimes(profile) {
     if (f.functionName === "(idle)") continue;
     const where = f.url ? `${f.url.split("/").slice(-1)[0]}:${f.lineNumber + 1}` : "";
     const key = `${f.functionName || "(anonymous)"} ${where}`.trim();
-    out.set(key, (out.get(key) ?? 0) + n * interval);
+    out.set(key, (out.get(key) ?? 0) + n * tickUs);
   }
   return out;
 }
@@ -90,34 +94,5 @@ function runK6(env) {
       "ignore",
     );
     k6.on("exit", (code) => (code === 0 || code === 99 ? resolve(code) : reject(new Error(`k6 exited ${code}`))));
-  });
-}
-
-function openSession(title, url) {
-  const ws = new WebSocket(url);
-  let next = 1;
-  const pending = new Map();
-  ws.addEventListener("message", (ev) => {
-    const msg = JSON.parse(String(ev.data));
-    const p = pending.get(msg.id);
-    if (!p) return;
-    pending.delete(msg.id);
-    if (msg.error) p.reject(new Error(msg.error.message));
-    else p.resolve(msg.result);
-  });
-  return new Promise((resolve, reject) => {
-    ws.addEventListener("error", () => reject(new Error(`inspector ${title}: connection failed`)));
-    ws.addEventListener("open", () =>
-      resolve({
-        title,
-        close: () => ws.close(),
-        send: (method, params = {}) =>
-          new Promise((res, rej) => {
-            const id = next++;
-            pending.set(id, { resolve: res, reject: rej });
-            ws.send(JSON.stringify({ id, method, params }));
-          }),
-      }),
-    );
   });
 }

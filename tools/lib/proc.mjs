@@ -55,3 +55,31 @@ export function workerdPids() {
   }
   return out;
 }
+
+/**
+ * utime + stime of each thread of a process, in ticks, by thread id, with the thread's name.
+ * @param {number} pid @returns {Map<number, { name: string, ticks: number }>}
+ */
+export function threadTicks(pid) {
+  /** @type {Map<number, { name: string, ticks: number }>} */
+  const out = new Map();
+  let tids = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      out.set(Number(tid), {
+        name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+        ticks: Number(fields[11]) + Number(fields[12]),
+      });
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}

@@ -2,11 +2,14 @@
 
 const encoder = new TextEncoder();
 
+/** `Uint8Array.prototype.toBase64` (TC39 Uint8Array to/from base64; in workerd's V8, not yet in TypeScript's lib). */
+type Base64Bytes = Uint8Array & { toBase64(options: { alphabet: "base64url"; omitPadding: boolean }): string };
+
 export function base64url(bytes: ArrayBuffer | Uint8Array): string {
   const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
-  let s = "";
-  for (let i = 0; i < u8.length; i++) s += String.fromCharCode(u8[i] as number);
-  return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  // The runtime's encoder: about four times faster than building a binary string for btoa, and every
+  // seal, id and hash a login makes passes through here.
+  return (u8 as Base64Bytes).toBase64({ alphabet: "base64url", omitPadding: true });
 }
 
 export function base64urlDecode(value: string): Uint8Array {
