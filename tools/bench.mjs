@@ -30,6 +30,13 @@
 // failed logins. For Keyway, `GET /admin/v1/stats` gives Durable Object calls, D1 queries and rows
 // written per login.
 //
+// After its ladder, each Keyway (this checkout and BASELINE) runs one more rung at SPLIT_RATE (50; 0
+// skips) with V8's profiler on every isolate a login reaches (tools/lib/isolate-cpu.mjs, a tick of
+// SPLIT_TICK_US, 1000): the thread's CPU over the hold split into the Keyway Workers' isolates, the
+// Durable Objects' isolate, local-only isolates (the dev gateway, Miniflare's Rate Limiting and D1) and
+// the runtime's own work outside isolates (issue 28 item 4). The report applies the local-only share to
+// the ladder's unprofiled CPU per login at that rate.
+//
 // Other knobs: WARMUP seconds at 10/s before each ladder, not reported (10; 0 skips), PAUSE seconds
 // between rungs (5), OUT (docs/benchmarks), NOTE (a line for the report), KEEP_TMP=1 (keep k6 logs and
 // summaries), IP_QUOTA per minute (1,000,000, the most POLICY allows), PORT (Keyway's; a free one).
@@ -42,7 +49,9 @@ import { currentK6, loadavg, runRung } from "./lib/bench-ladder.mjs";
 import { cores, fmtMs, gitInfo, machineInfo, mib, pct, runSection, verdict } from "./lib/bench-report.mjs";
 import { runReshardBench } from "./lib/bench-reshard.mjs";
 import { baselineTarget, keywayTarget, peerTarget } from "./lib/bench-targets.mjs";
+import { openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { installK6, REPO, raisedPolicy } from "./lib/k6-stack.mjs";
+import { CLK_TCK, threadTicks } from "./lib/proc.mjs";
 
 // ---------------------------------------------------------------------------------------------- settings
 
@@ -69,6 +78,8 @@ if (hold <= 0) throw new Error("HOLD (STEP_SECONDS - RAMP) must be > 0");
 const warmup = numEnv("WARMUP", 10);
 const pause = numEnv("PAUSE", 5);
 const maxErrors = numEnv("MAX_ERRORS", 0.2);
+const splitRate = numEnv("SPLIT_RATE", 50);
+const splitTickUs = numEnv("SPLIT_TICK_US", 1000);
 const ipQuota = numEnv("IP_QUOTA", 1_000_000);
 const outDir = resolve(REPO, process.env.OUT || "docs/benchmarks");
 const keepTmp = process.env.KEEP_TMP === "1";
@@ -159,7 +170,7 @@ for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"]))
     process.exit(130);
   });
 
-/** @type {{ target: Target, rungs: Rung[], stopped: string | null, svgName: string }[]} */
+/** @type {{ target: Target, rungs: Rung[], stopped: string | null, svgName: string, split?: Split | null }[]} */
 const runs = [];
 for (const step of plan) {
   console.log(`bench: starting ${step.name} ...`);
@@ -177,6 +188,8 @@ for (const step of plan) {
   const plain = entityClaims ? { ...target, env: { ...target.env, ENTITY_GRANTS: "1" } } : target;
   /** @type {string | null} */
   let stopped = null;
+  /** @type {Split | null} */
+  let split = null;
   try {
     if (warmup > 0) {
       console.log(`bench: ${target.name} warm-up, ${warmup} s at 10/s`);
@@ -237,12 +250,22 @@ for (const step of plan) {
         }
       }
     }
+    if (splitRate > 0 && target.inspectorPort && !entityClaims && !stopped) {
+      await new Promise((r) => setTimeout(r, pause * 1000));
+      process.stdout.write(`bench: ${target.name} ${splitRate} logins/s, isolates profiled ... `);
+      split = await profiledRung(target, splitRate, target.inspectorPort);
+      const per = (/** @type {number} */ ms) => (ms / Math.max(1, split?.logins ?? 1)).toFixed(2);
+      console.log(
+        `thread ${per(split.threadMs)} ms/login: Workers ${per(split.roles.worker)}, Durable Objects ${per(split.roles["durable-object"])}, ` +
+          `local-only ${per(split.roles["local-only"])}, outside isolates ${per(split.threadMs - split.inIsolates)}`,
+      );
+    }
   } finally {
     await target.dispose(keepTmp);
     live = null;
     if (keepTmp) console.log(`bench: k6 logs and summaries kept in ${target.tmp}`);
   }
-  runs.push({ target, rungs, stopped, svgName: "" });
+  runs.push({ target, rungs, stopped, svgName: "", split });
   if (entityClaims) runs.push({ target: withClaims, rungs: claimRungs, stopped, svgName: "" });
 }
 
@@ -332,4 +355,63 @@ function claimsComparison(plain, claims) {
     "| --- | --- | --- | --- | --- | --- | --- | --- |\n" +
     `${rows.filter(Boolean).join("\n")}\n`
   );
+}
+
+/**
+ * @typedef {{ rate: number, logins: number, threadMs: number, inIsolates: number,
+ *   roles: Record<"worker" | "durable-object" | "local-only", number>,
+ *   isolates: { name: string, role: string, ms: number }[], tickUs: number, rung: Rung }} Split
+ */
+
+/**
+ * One rung with every isolate a login reaches profiled over its hold: the CPU of workerd's isolate
+ * thread split by isolate (tools/lib/isolate-cpu.mjs). Not part of the ladder: the profilers' ticks
+ * add to the thread's work.
+ * @param {Target} target @param {number} rate @param {number} inspectorPort @returns {Promise<Split>}
+ */
+async function profiledRung(target, rate, inspectorPort) {
+  const profiler = await openIsolateProfiler(inspectorPort, splitTickUs);
+  const threads = () => new Map(target.pids().flatMap((p) => [...threadTicks(p)]));
+  /** @type {{ done: Promise<{ isolates: import("./lib/isolate-cpu.mjs").IsolateCpu[], threadMs: number }> | null }} */
+  const measured = { done: null };
+  try {
+    const rung = /** @type {Rung} */ (
+      await runRung(target, {
+        rate,
+        ramp,
+        hold,
+        label: `split${rate}`,
+        measure: true,
+        atHold: () => {
+          const started = profiler.start();
+          const t0 = threads();
+          return () => {
+            const t1 = threads();
+            // The isolates' thread is the busiest; the others are V8's helpers and the profilers.
+            const threadMs = Math.max(
+              ...[...t1].map(([tid, t]) => ((t.ticks - (t0.get(tid)?.ticks ?? t.ticks)) / CLK_TCK) * 1000),
+            );
+            measured.done = started.then(() => profiler.stop()).then((isolates) => ({ isolates, threadMs }));
+          };
+        },
+      })
+    );
+    if (!measured.done) throw new Error("the profiled rung never reached its hold");
+    const { isolates, threadMs } = await measured.done;
+    /** @type {Split["roles"]} */
+    const roles = { worker: 0, "durable-object": 0, "local-only": 0 };
+    for (const i of isolates) roles[i.role] += i.ms;
+    return {
+      rate,
+      logins: rung.logins,
+      threadMs,
+      inIsolates: roles.worker + roles["durable-object"] + roles["local-only"],
+      roles,
+      isolates: isolates.filter((i) => i.samples > 0).map(({ name, role, ms }) => ({ name, role, ms })),
+      tickUs: isolates[0]?.tickUs ?? 0,
+      rung,
+    };
+  } finally {
+    profiler.close();
+  }
 }

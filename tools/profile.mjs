@@ -4,7 +4,8 @@
 // prints where the CPU goes: per isolate (tools/lib/isolate-cpu.mjs: samples taken while the isolate
 // was entered, times the tick), by role (Workers, Durable Objects, local-only), and by function within
 // each isolate (self time). Env: RATE (default 80), SECONDS (15), TOP (25), OUT (folder for the raw
-// .cpuprofile files, default .keyway/profiles), SCRIPT (the k6 script, default k6/full-login.js).
+// .cpuprofile files, default .keyway/profiles), SCRIPT (the k6 script, default k6/full-login.js),
+// TICK_US (the profilers' interval, default 1000; finer is more detail and more disturbance).
 // For CPU per operation, `npm run cost-model` measures; docs/performance.md has both.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,6 +17,7 @@ import { CLK_TCK, cpuTicks, threadTicks, workerdPids } from "./lib/proc.mjs";
 const RATE = Number(process.env.RATE ?? 80);
 const SECONDS = Number(process.env.SECONDS ?? 15);
 const TOP = Number(process.env.TOP ?? 25);
+const TICK_US = Number(process.env.TICK_US ?? 1000);
 const OUT = process.env.OUT ?? join(REPO, ".keyway", "profiles");
 const SCRIPT = process.env.SCRIPT ?? FULL_LOGIN;
 
@@ -23,7 +25,7 @@ if (installK6() !== 0) process.exit(1);
 const inspectorPort = await freePort();
 const stack = await startLoadStack({ inspectorPort });
 try {
-  const profiler = await openIsolateProfiler(inspectorPort);
+  const profiler = await openIsolateProfiler(inspectorPort, TICK_US);
   // Warm up first (cold isolates, first key import), then profile a steady run.
   await runK6({ RATE: "10", RAMP: "2", HOLD: "5" });
   await profiler.start();

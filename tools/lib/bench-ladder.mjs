@@ -104,9 +104,11 @@ const STATUSES = [0, 400, 429, 500, 502, 503];
  * `stats` (Keyway), its counters are read when seeding is done and when k6 has finished, so the
  * rung's Durable Object calls, D1 queries and rows written per login attempted can be reported.
  * @param {import("./bench-targets.mjs").Target} target
- * @param {{ rate: number, ramp: number, hold: number, label: string, measure: boolean }} run
+ * `atHold` is called as the hold starts, and what it returns as the hold ends (tools/bench.mjs profiles
+ * the isolates over a hold with it).
+ * @param {{ rate: number, ramp: number, hold: number, label: string, measure: boolean, atHold?: () => () => void }} run
  */
-export async function runRung(target, { rate, ramp, hold, label, measure }) {
+export async function runRung(target, { rate, ramp, hold, label, measure, atHold }) {
   const summaryPath = join(target.tmp, `${label}.summary.json`);
   const logPath = join(target.tmp, `${label}.log`);
   const load = loadavg();
@@ -147,11 +149,19 @@ export async function runRung(target, { rate, ramp, hold, label, measure }) {
     if (!seededAt && ready.test(log)) {
       seededAt = performance.now();
       if (measure && target.stats) statsAtSeed = target.stats().catch(() => null);
-      timers.push(setTimeout(() => (holdStart = snapshot(k6Pid, target.pids())), ramp * 1000));
+      /** @type {(() => void) | undefined} */
+      let atHoldEnd;
+      timers.push(
+        setTimeout(() => {
+          holdStart = snapshot(k6Pid, target.pids());
+          atHoldEnd = atHold?.();
+        }, ramp * 1000),
+      );
       timers.push(
         setTimeout(
           () => {
             if (!holdEnd) holdEnd = snapshot(k6Pid, target.pids());
+            atHoldEnd?.();
           },
           (ramp + hold) * 1000,
         ),

@@ -132,9 +132,10 @@ export function runSection({ runs, runNo, startedAt, finishedAt, machine, git, l
   }
   if (process.env.NOTE) lines.push(`- **Note** ${process.env.NOTE}`);
   if (runs.length > 1) lines.push("", comparison(runs));
-  for (const { target, rungs, stopped, svgName } of runs) {
+  for (const { target, rungs, stopped, svgName, split } of runs) {
     lines.push("", `### ${target.name}`, "", verdict(rungs), "");
     if (stopped) lines.push(`The ladder stopped early: ${stopped}.`, "");
+    if (split) lines.push(splitTable(split), "");
     lines.push(`![${target.name}: full_flow latency against offered rate](${svgName})`, "");
     lines.push(
       "| offered /s | achieved /s | ok logins/s | dropped | failed logins | full_flow p50 | p95 | p99 | server req/s | server CPU | CPU ms/login | k6 CPU | other CPU | server RSS | DO calls/login | D1/login | rows/login | load avg before |",
@@ -181,25 +182,43 @@ function comparison(runs) {
   const ref = runs.at(-1);
   const refBest = ref ? bestPassingRate(ref.rungs) : null;
   const rates = [...new Set(runs.flatMap((r) => r.rungs.map((q) => q.rate)))].sort((a, b) => a - b);
+  const splitRate = runs.find((r) => r.split)?.split?.rate;
+  const splitHead = splitRate
+    ? ` local-only isolates' share at ${splitRate}/s | CPU ms/login at ${splitRate}/s less local-only isolates |`
+    : "";
   const lines = [
     `### Side by side`,
     "",
-    `| target | best passing rate /s | ratio to ${ref?.target.name} | ${rates.map((r) => `CPU ms/login at ${r}/s`).join(" | ")} |`,
-    `| --- | ---: | ---: | ${rates.map(() => "---:").join(" | ")} |`,
+    `| target | best passing rate /s | ratio to ${ref?.target.name} | ${rates.map((r) => `CPU ms/login at ${r}/s`).join(" | ")} |${splitHead}`,
+    `| --- | ---: | ---: | ${rates.map(() => "---:").join(" | ")} |${splitRate ? " ---: | ---: |" : ""}`,
   ];
-  for (const { target, rungs } of runs) {
+  for (const { target, rungs, split } of runs) {
     const best = bestPassingRate(rungs);
     const ratio = best !== null && refBest ? (best / refBest).toFixed(2) : "–";
     const perRate = rates.map((rate) => {
       const at = rungs.filter((r) => r.rate === rate);
       return at.length ? at.map(cpuMsPerLogin).join(", ") : "–";
     });
-    lines.push(`| ${target.name} | ${best ?? "none"} | ${ratio} | ${perRate.join(" | ")} |`);
+    let splitCells = "";
+    if (splitRate) {
+      const share = split ? split.roles["local-only"] / split.threadMs : null;
+      const at = rungs.filter((r) => r.rate === splitRate && r.cpu && r.achieved > 0);
+      splitCells =
+        share === null
+          ? " – | – |"
+          : ` ${(share * 100).toFixed(1)} % | ${at.length ? at.map((r) => (((r.cpu?.server ?? 0) * 1000 * (1 - share)) / r.achieved).toFixed(1)).join(", ") : "–"} |`;
+    }
+    lines.push(`| ${target.name} | ${best ?? "none"} | ${ratio} | ${perRate.join(" | ")} |${splitCells}`);
   }
   lines.push(
     "",
     "A rate *passes* when full_flow p95 stays under 500 ms with under 0.1 % failed logins (every repeat of it); the ladder is the same for every target, so the ratio is as fine as its steps.",
   );
+  if (splitRate)
+    lines.push(
+      "",
+      `*Local-only isolates' share*: of workerd's isolate thread over a profiled rung at ${splitRate}/s after the ladder (each Keyway's section has the split), the share spent in the dev gateway and Miniflare's Rate Limiting and D1 isolates; the last column is the ladder's CPU per login at that rate less that share. The runtime's own work on behalf of those isolates (their dispatch, outside any isolate) is not split off, so it is still an upper bound.`,
+    );
   return lines.join("\n");
 }
 
@@ -242,4 +261,31 @@ function rungDetails(r, repeat) {
   for (const s of r.failureSamples) lines.push(`  - ×${s.n} \`${s.text.replace(/`/g, "'")}\``);
   lines.push("");
   return lines;
+}
+
+/**
+ * A profiled rung's CPU by isolate (tools/bench.mjs SPLIT_RATE).
+ * @param {NonNullable<import("../bench.mjs").Split>} split
+ */
+function splitTable(split) {
+  const per = (/** @type {number} */ ms) => (ms / Math.max(1, split.logins)).toFixed(2);
+  const share = (/** @type {number} */ ms) => `${((100 * ms) / split.threadMs).toFixed(1)} %`;
+  const row = (/** @type {string} */ what, /** @type {number} */ ms) => `| ${what} | ${per(ms)} | ${share(ms)} |`;
+  const named = (/** @type {string} */ role) =>
+    split.isolates
+      .filter((i) => i.role === role)
+      .sort((a, b) => b.ms - a.ms)
+      .map((i) => `${i.name} ${per(i.ms)}`)
+      .join(", ");
+  return [
+    `CPU by isolate at ${split.rate}/s, a profiled rung after the ladder (V8's profiler on each isolate a login reaches, one sample per ${split.tickUs} µs tick while an isolate is entered; tools/lib/isolate-cpu.mjs). Per login of the hold (${split.logins} logins); the profilers' ticks add to the thread, so these sum to more than the ladder's figure:`,
+    "",
+    "| where | CPU ms/login | share of the thread |",
+    "| --- | ---: | ---: |",
+    row("workerd's isolate thread", split.threadMs),
+    row(`Keyway Workers' isolates (${named("worker")})`, split.roles.worker),
+    row("the Durable Objects' isolate (keyway-stores)", split.roles["durable-object"]),
+    row(`local-only isolates (${named("local-only")})`, split.roles["local-only"]),
+    row("outside any isolate (the runtime's own work)", split.threadMs - split.inIsolates),
+  ].join("\n");
 }

@@ -24,6 +24,7 @@ import { workerdPids } from "./proc.mjs";
  * @property {(() => Promise<Counters | null>) | null} stats
  * @property {Record<string, unknown>} policy
  * @property {Record<string, string>} vars
+ * @property {number} [inspectorPort] Keyway's V8 inspector, for the profiled rung (tools/lib/isolate-cpu.mjs)
  * @property {(keep?: boolean) => Promise<void>} dispose
  */
 
@@ -42,8 +43,15 @@ async function keywayStats(url, adminToken) {
 export async function keywayTarget(
   /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string }} */ o,
 ) {
-  const stack = await startLoadStack({ policy: o.policy, port: o.port, ...(o.dataset ? { dataset: o.dataset } : {}) });
+  const inspectorPort = await freePort();
+  const stack = await startLoadStack({
+    policy: o.policy,
+    port: o.port,
+    inspectorPort,
+    ...(o.dataset ? { dataset: o.dataset } : {}),
+  });
   return {
+    inspectorPort,
     name: "Keyway",
     description: "this checkout, the `npm start` runtime (scripts/stack.mjs: the built Workers in one workerd)",
     url: stack.url,
@@ -70,9 +78,11 @@ export async function baselineTarget(dir) {
   if (!existsSync(lib)) throw new Error(`BASELINE=${dir}: no tools/lib/k6-stack.mjs there`);
   const theirs = await import(pathToFileURL(lib).href);
   const policy = /** @type {Record<string, unknown>} */ (theirs.raisedPolicy());
-  const stack = await theirs.startLoadStack({ policy });
+  const inspectorPort = await freePort();
+  const stack = await theirs.startLoadStack({ policy, inspectorPort });
   const commit = await gitShort(root);
   return {
+    inspectorPort,
     name: `baseline ${commit}`,
     description: `the checkout at ${root} (${commit}), started by its own tools/lib/k6-stack.mjs, loaded by its own k6/full-login.js`,
     url: stack.url,
