@@ -234,6 +234,31 @@ function idMac(codec: IdCodec, body: string): string {
   return base64url(createHmac("sha256", codec.OTP_HMAC_SECRET).update(`id:${body}`).digest().subarray(0, 16));
 }
 
+/**
+ * Ids whose MAC this isolate made or checked, per secret: a login's later steps present the ids its
+ * earlier ones made (the transaction, the code), and each check is an HMAC. A made-up id is never in
+ * here, so it still meets the HMAC and the constant-time comparison. Cleared whole when full.
+ */
+const macChecked = new Map<string, Set<string>>();
+const MAC_CHECKED_MAX = 4096;
+
+function rememberMac(codec: IdCodec, id: string): void {
+  let ids = macChecked.get(codec.OTP_HMAC_SECRET);
+  if (!ids) {
+    ids = new Set();
+    macChecked.set(codec.OTP_HMAC_SECRET, ids);
+  }
+  if (ids.size >= MAC_CHECKED_MAX) ids.clear();
+  ids.add(id);
+}
+
+function macHolds(codec: IdCodec, id: string, body: string, mac: string): boolean {
+  if (macChecked.get(codec.OTP_HMAC_SECRET)?.has(id)) return true;
+  if (!timingSafeEqualString(idMac(codec, body), mac)) return false;
+  rememberMac(codec, id);
+  return true;
+}
+
 export interface ParsedId {
   kind: IdKind;
   ref: ShardRef;
@@ -257,7 +282,9 @@ export function issueId(
   const ref = "onto" in where ? where.onto : routeKey(codec, ID_STORE[kind], random, where.region);
   if (ref.store !== ID_STORE[kind]) throw new Error(`cannot place a ${kind} id in the ${ref.store} store`);
   const body = `${ID_PREFIX[kind]}_${tenantPart(codec)}${ref.place.region}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${random}`;
-  return { id: `${body}${idMac(codec, body)}`, ref };
+  const id = `${body}${idMac(codec, body)}`;
+  rememberMac(codec, id);
+  return { id, ref };
 }
 
 /**
@@ -286,8 +313,7 @@ export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId 
   if (gen < firstLiveGeneration(shards, store)) return null;
   const secret = m[6] as string;
   if (secret.length === 2 * HALF) {
-    const body = value.slice(0, value.length - HALF);
-    if (!timingSafeEqualString(idMac(codec, body), secret.slice(HALF))) return null;
+    if (!macHolds(codec, value, value.slice(0, value.length - HALF), secret.slice(HALF))) return null;
   } else {
     const until = codec.POLICY?.legacy_ids_until;
     if (!until || Date.parse(until) <= Date.now()) return null;
