@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // `npm run cost-model`: what one operation costs the local runtime's single workerd thread. A
 // throwaway Worker (no Keyway code) does one kind of operation per request: nothing, a Durable Object
-// call, a SQLite read or write in it, a D1 query, a service-binding hop, an RS256 or ES256 signature.
+// call, a SQLite read or write in it, a D1 query, a service-binding hop, a Rate Limiting binding call,
+// an RS256 or ES256 signature.
 // k6 drives each at a fixed rate; workerd's CPU over the run, less the bare request's, is the
 // operation's cost. The login's CPU is roughly the sum of its operations (docs/performance.md).
-// Env: RATE (requests/s, default 500), SECONDS (per operation, default 8).
+// Env: RATE (requests/s, default 500), SECONDS (per operation, default 8), OPS (paths to run, comma-
+// separated; default all; the bare request always runs, as every other is measured against it).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +28,7 @@ const OPERATIONS = {
   "/do-write-2": "+ one Durable Object call writing two rows (still one transaction)",
   "/d1-read": "+ one D1 query (read)",
   "/d1-write": "+ one D1 query (insert)",
+  "/ratelimit": "+ one Rate Limiting binding call (Miniflare's emulation: an entry Worker and a SQLite object)",
   "/rs256": "+ one RS256 signature (2048-bit key, imported once)",
   "/es256": "+ one ES256 signature (P-256 key, imported once)",
 };
@@ -69,6 +72,7 @@ export default {
       case "/do-write-2": await store().write(k, 2); break;
       case "/d1-read": await env.DB.prepare("SELECT v FROM t WHERE k = ?").bind(k).first(); break;
       case "/d1-write": await env.DB.prepare("INSERT INTO t (k, v, expires_at) VALUES (?, ?, ?)").bind(k, "x".repeat(300), Date.now()).run(); break;
+      case "/ratelimit": await env.RL.limit({ key: "127.0.0.1", delta: 1 }); break;
       case "/rs256": await crypto.subtle.sign("RSASSA-PKCS1-v1_5", await key("RS256"), data); break;
       case "/es256": await crypto.subtle.sign({ name: "ECDSA", hash: "SHA-256" }, await key("ES256"), data); break;
     }
@@ -103,6 +107,8 @@ const mf = new Miniflare({
           STORE: { type: "durable-object", worker: "ops", exportName: "Store" },
           DB: { type: "d1", id: "cost-model" },
           PEER: { type: "worker", worker: "peer" },
+          // As op-auth declares its per-IP quotas (workers/op-auth/wrangler.toml).
+          RL: { type: "rate-limit", namespace: "9001", simple: { limit: 1_000_000_000, period: 60 } },
         },
         exports: { Store: { type: "durable-object", storage: "sqlite" } },
       },
@@ -129,7 +135,9 @@ try {
   console.log(`cost-model: ${RATE} requests/s for ${SECONDS} s per operation; workerd pid(s) ${pids.join(", ")}\n`);
   /** @type {Record<string, number>} ms of workerd CPU per request */
   const perRequest = {};
-  for (const path of Object.keys(OPERATIONS)) {
+  const only = (process.env.OPS ?? "").split(",").filter(Boolean);
+  const paths = Object.keys(OPERATIONS).filter((p) => p === "/" || only.length === 0 || only.includes(p));
+  for (const path of paths) {
     const url = `http://127.0.0.1:${port}${path}`;
     for (let i = 0; i < 20; i++) await fetch(url).then((r) => r.text()); // warm: isolates, keys, objects
     const before = ticks();
@@ -140,7 +148,7 @@ try {
   const bare = perRequest["/"] ?? 0;
   console.log("| operation | workerd CPU per request (ms) | the operation alone (ms) |");
   console.log("| --- | ---: | ---: |");
-  for (const [path, what] of Object.entries(OPERATIONS)) {
+  for (const [path, what] of Object.entries(OPERATIONS).filter(([p]) => paths.includes(p))) {
     const ms = perRequest[path] ?? 0;
     console.log(`| \`${path}\` ${what} | ${ms.toFixed(3)} | ${path === "/" ? "" : (ms - bare).toFixed(3)} |`);
   }
