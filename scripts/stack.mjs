@@ -14,6 +14,7 @@ import {
   GATEWAY_CONFIG,
   issuerFor,
   KEYWAY_CONFIGS,
+  OP_CONFIGS,
   ROOT,
   START_PERSIST_DIR,
   STORES_CONFIG,
@@ -30,12 +31,19 @@ import { wrangler } from "./lib/run.mjs";
  * @property {string} [outDir] Where the bundles go (relative to the repo root); one folder per Worker.
  * @property {boolean} [build] Bundle the Workers first (default true); false reuses what is in outDir.
  * @property {number} [inspectorPort] Open the V8 inspector of every isolate on this port (profiling).
+ * @property {boolean} [productionShaped] Issue 28 item 4, for measuring: op-auth and op-token also listen on
+ *   ports of their own (`Stack.workerUrls`), as production routes paths on the issuer's host to each
+ *   Worker with no gateway between; and each Rate Limiting binding is a counter in memory behind one
+ *   RPC call (LOCAL_RATE_LIMITER), as the binding is a counter in the Cloudflare location, instead of
+ *   Miniflare's emulation (an entry Worker and a SQLite Durable Object per call). The dev gateway
+ *   still serves the issuer's port.
  * @property {number | false} [cronEverySeconds] The Workers' Cron Triggers (`[triggers] crons`), which
  *   workerd never fires by itself: unset, each fires on its schedule, as on Cloudflare; a number fires
  *   every one of them that often (a compressed clock, for runs shorter than a schedule); false, never.
  *
  * @typedef {object} Stack
  * @property {string} url The issuer origin, e.g. http://127.0.0.1:8787.
+ * @property {Record<string, string>} workerUrls With `productionShaped`, each op Worker's own origin by name.
  * @property {Miniflare} mf
  * @property {(cron: string) => Promise<void>} fireCron Runs a Cron Trigger of every Worker that has it, now.
  * @property {() => Promise<void>} dispose
@@ -72,6 +80,7 @@ export async function startStack({
   build = true,
   inspectorPort = undefined,
   cronEverySeconds = undefined,
+  productionShaped = false,
 } = {}) {
   const issuer = issuerFor(port);
   // First, before any build: a state folder that cannot be written stops here with what to do.
@@ -87,6 +96,17 @@ export async function startStack({
       config.migrations.flatMap((/** @type {{ new_sqlite_classes?: string[] }} */ m) => m.new_sqlite_classes ?? []),
     ),
   );
+  /** @type {Record<string, string>} */
+  const workerUrls = {};
+  /** @type {Record<string, number>} */
+  const ownPorts = {};
+  if (productionShaped)
+    for (const { path, config } of configs)
+      if (OP_CONFIGS.includes(path)) {
+        ownPorts[/** @type {string} */ (config.name)] = await freePort();
+        workerUrls[/** @type {string} */ (config.name).replace(/^keyway-/, "")] =
+          `http://127.0.0.1:${ownPorts[/** @type {string} */ (config.name)]}`;
+      }
   const workers = configs.map(({ path, config }) => {
     const name = /** @type {string} */ (config.name);
     assertSupportedBindings(path, config);
@@ -116,9 +136,18 @@ export async function startStack({
     for (const r of /** @type {{ name: string, namespace_id: string, simple: { limit: number, period: 10 | 60 } }[]} */ (
       config.ratelimits ?? []
     ))
-      env[r.name] = { type: "rate-limit", namespace: r.namespace_id, simple: r.simple };
+      env[r.name] = productionShaped
+        ? {
+            type: "worker",
+            worker: LOCAL_RATE_LIMITER,
+            exportName: "Limiter",
+            props: { ...r.simple, namespace: r.namespace_id },
+          }
+        : { type: "rate-limit", namespace: r.namespace_id, simple: r.simple };
+    const ownPort = ownPorts[name];
     return {
       ...(path === GATEWAY_CONFIG ? { dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port }] } } : {}),
+      ...(ownPort ? { dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port: ownPort }] } } : {}),
       config: {
         name,
         compatibilityDate: /** @type {string} */ (config.compatibility_date),
@@ -152,7 +181,10 @@ export async function startStack({
       ...(inspectorPort ? { inspectorPort } : {}),
       log: new Log(LogLevel.WARN),
       // Until the database is migrated and seeded, nothing listens on the issuer's port (issue 27 item 18).
-      workers: serving ? workers : workers.map(({ dev: _, ...w }) => w),
+      workers: [
+        ...(serving ? workers : workers.map(({ dev: _, ...w }) => w)),
+        ...(productionShaped ? [localRateLimiter()] : []),
+      ],
     });
   const mf = new Miniflare(options(false));
   try {
@@ -190,11 +222,45 @@ export async function startStack({
   const timer = cronTimer(crons, cronEverySeconds, fireCron);
   return {
     url: issuer,
+    workerUrls,
     mf,
     fireCron,
     dispose: async () => {
       if (timer) clearInterval(timer);
       await mf.dispose();
+    },
+  };
+}
+
+const LOCAL_RATE_LIMITER = "keyway-local-rate-limiter";
+
+/**
+ * `productionShaped`'s Rate Limiting binding: the binding's `limit({ key })` answered from a counter in
+ * memory, per namespace and key, in fixed windows of the binding's period (Cloudflare's binding counts
+ * in its location, in memory, and is eventually consistent; this is one isolate, so it is exact).
+ */
+function localRateLimiter() {
+  const source = `import { WorkerEntrypoint } from "cloudflare:workers";
+const windows = new Map();
+export class Limiter extends WorkerEntrypoint {
+  limit({ key, delta = 1 }) {
+    const { limit, period, namespace } = this.ctx.props;
+    const now = Math.floor(Date.now() / (period * 1000));
+    const id = namespace + ":" + key;
+    let w = windows.get(id);
+    if (!w || w.window !== now) { w = { window: now, used: 0 }; windows.set(id, w); }
+    if (windows.size > 100000) windows.clear();
+    if (w.used + delta > limit) return { success: false };
+    w.used += delta;
+    return { success: true };
+  }
+}
+export default { fetch() { return new Response("not found", { status: 404 }); } };`;
+  return {
+    config: {
+      name: LOCAL_RATE_LIMITER,
+      compatibilityDate: "2026-11-01",
+      manifest: { mainModule: "index.js", modules: { "index.js": { type: "esm", contents: source } } },
     },
   };
 }

@@ -11,6 +11,9 @@
 //   PEER=oidc-provider-redis npm run bench         the same, its models in a local redis-server (appendonly
 //                                                  yes, appendfsync everysec), its CPU counted with the peer's
 //   BASELINE=/path/to/other/checkout npm run bench another checkout of Keyway (e.g. an older main) too
+//   SHAPED=1 npm run bench                         Keyway again, production-shaped (issue 28 item 4): no
+//                                                  dev gateway hop, Rate Limiting in memory (scripts/stack.mjs
+//                                                  `productionShaped`), so the local runtime's own share shows
 //   RESHARD=1 npm run bench                        instead, the long live reshard under load (admin API,
 //                                                  then the controller): RESHARD_RATE (50), RESHARD_HOLD (300)
 //   ENTITY_CLAIMS=1 DATASET=.keyway/dataset-10m npm run bench
@@ -90,8 +93,8 @@ if (peer && peer !== "oidc-provider" && peer !== "oidc-provider-redis")
 const baselineDir = process.env.BASELINE || "";
 const entityClaims = process.env.ENTITY_CLAIMS === "1";
 const dataset = process.env.DATASET ? resolve(process.env.DATASET) : undefined;
-if (entityClaims && (peer || baselineDir))
-  throw new Error("ENTITY_CLAIMS=1 compares Keyway with itself: no PEER or BASELINE");
+if (entityClaims && (peer || baselineDir || process.env.SHAPED === "1"))
+  throw new Error("ENTITY_CLAIMS=1 compares Keyway with itself: no PEER, BASELINE or SHAPED");
 
 /** @typedef {import("./lib/bench-ladder.mjs").Rung} Rung */
 /** @typedef {import("./lib/bench-targets.mjs").Target} Target */
@@ -145,6 +148,11 @@ const plan = [
       }),
   },
 ];
+if (process.env.SHAPED === "1")
+  plan.push({
+    name: "Keyway, production-shaped",
+    start: () => keywayTarget({ policy, productionShaped: true }),
+  });
 if (baselineDir) plan.push({ name: "baseline", start: () => baselineTarget(baselineDir) });
 if (peer)
   plan.push({

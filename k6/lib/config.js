@@ -24,6 +24,23 @@ export const BASE_URL = str("BASE_URL", "http://127.0.0.1:8787").replace(/\/+$/,
 /** The issuer the server puts in `iss`; the same as BASE_URL unless the server sits behind a proxy. */
 export const ISSUER = str("ISSUER", BASE_URL).replace(/\/+$/, "");
 export const ADMIN_TOKEN = str("ADMIN_TOKEN", "");
+
+/**
+ * Issue 28 item 4 (tools/bench.mjs, scripts/stack.mjs `productionShaped`): op-auth's and op-token's own
+ * origins. With both set, each login request goes straight to its Worker with the issuer's Host, as
+ * production's routes send it, instead of through the dev gateway.
+ */
+const AUTH_URL = str("AUTH_URL", "").replace(/\/+$/, "");
+const TOKEN_URL = str("TOKEN_URL", "").replace(/\/+$/, "");
+/** The Host header direct requests carry: the issuer's. */
+export const DIRECT_HOST = AUTH_URL && TOKEN_URL ? BASE_URL.replace(/^https?:\/\//, "") : "";
+
+/** `url` on BASE_URL, sent where AUTH_URL and TOKEN_URL say (op-token serves /token), or as it is. */
+export function routed(url) {
+  if (!DIRECT_HOST || !url.startsWith(BASE_URL)) return url;
+  const rest = url.slice(BASE_URL.length);
+  return `${/^\/token(?:[?#]|$)/.test(rest) ? TOKEN_URL : AUTH_URL}${rest}`;
+}
 export const EMAIL_DOMAIN = str("LOADTEST_EMAIL_DOMAIN", "loadtest.keyway.test");
 /** `dev`: GET /__dev/mailbox/{email} (local). `test`: GET /admin/v1/test-mailbox/{email} with the admin token. */
 export const MAILBOX = str("MAILBOX", "dev");

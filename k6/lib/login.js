@@ -1,6 +1,6 @@
 import { check } from "k6";
 import http from "k6/http";
-import { BASE_URL, COUNTRIES, ID_TOKEN_ALG, ISSUER, REQUEST_TIMEOUT } from "./config.js";
+import { BASE_URL, COUNTRIES, DIRECT_HOST, ID_TOKEN_ALG, ISSUER, REQUEST_TIMEOUT, routed } from "./config.js";
 import { basicAuth, header, jsonBody, qs, queryOf, withoutQuery } from "./http-util.js";
 import { readCode } from "./mailbox.js";
 import {
@@ -25,6 +25,7 @@ let logins = Math.floor(Math.random() * 1000);
 function params(step, name, extra = {}) {
   const p = Object.assign({ timeout: REQUEST_TIMEOUT, redirects: 0, tags: { step, name } }, extra);
   if (devGeo["X-Keyway-Dev-Country"]) p.headers = Object.assign({}, devGeo, extra.headers || {});
+  if (DIRECT_HOST) p.headers = Object.assign({ Host: DIRECT_HOST }, p.headers || {});
   return p;
 }
 
@@ -71,7 +72,10 @@ export function newAuthRequest(client, extra = {}) {
 /** Step 1. Returns { ok, tx, ms }. */
 export function authorizeInit(request, opts = {}) {
   const step = "AuthorizeInit";
-  const res = http.get(request.url, params(step, "GET /authorize", { headers: { Accept: "application/json" } }));
+  const res = http.get(
+    routed(request.url),
+    params(step, "GET /authorize", { headers: { Accept: "application/json" } }),
+  );
   const ms = record(opts, step, res);
   const body = jsonBody(res);
   const tx = body && typeof body.tx === "string" ? body.tx : null;
@@ -89,7 +93,7 @@ export function emailCodeGenerate(tx, email, opts = {}) {
   const step = "EmailCodeGenerate";
   const sentAt = Date.now();
   const res = http.post(
-    `${opts.base || BASE_URL}/email-code/generate`,
+    routed(`${opts.base || BASE_URL}/email-code/generate`),
     JSON.stringify({ tx, email }),
     params(step, "POST /email-code/generate", { headers: JSON_HEADERS }),
   );
@@ -106,7 +110,7 @@ export function emailCodeGenerate(tx, email, opts = {}) {
 export function emailCodeVerify(tx, email, code, opts = {}) {
   const step = "EmailCodeVerify";
   const res = http.post(
-    `${opts.base || BASE_URL}/email-code/verify`,
+    routed(`${opts.base || BASE_URL}/email-code/verify`),
     JSON.stringify({ tx, email, code }),
     params(step, "POST /email-code/verify", { headers: JSON_HEADERS }),
   );
@@ -128,7 +132,7 @@ export function emailCodeVerify(tx, email, code, opts = {}) {
 export function authorizeCode(url, client, state, opts = {}) {
   const step = "AuthorizeCode";
   const name = opts.name || "GET /authorize?tx";
-  const res = http.get(url, params(step, name));
+  const res = http.get(routed(url), params(step, name));
   const ms = record(opts, step, res);
   const location = header(res, "Location") || "";
   const q = queryOf(location);
@@ -145,7 +149,7 @@ export function authorizeCode(url, client, state, opts = {}) {
 export function tokenExchange(client, code, verifier, nonce, opts = {}) {
   const step = "Token";
   const res = http.post(
-    `${baseOf(client)}/token`,
+    routed(`${baseOf(client)}/token`),
     { grant_type: "authorization_code", code, redirect_uri: client.redirect_uri, code_verifier: verifier },
     params(step, "POST /token", {
       headers: { Authorization: basicAuth(client.client_id, client.client_secret), Accept: "application/json" },

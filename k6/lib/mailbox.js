@@ -3,11 +3,13 @@ import http from "k6/http";
 import {
   ADMIN_TOKEN,
   BASE_URL,
+  DIRECT_HOST,
   MAILBOX,
   MAILBOX_INTERVAL_MS,
   MAILBOX_POLLS,
   MAILBOX_SKEW_MS,
   REQUEST_TIMEOUT,
+  routed,
 } from "./config.js";
 import { jsonBody } from "./http-util.js";
 
@@ -24,7 +26,8 @@ function mailboxRequest(email, client) {
       timeout: REQUEST_TIMEOUT,
       tags: { step: "Mailbox", name: "GET /admin/v1/test-mailbox/{email}" },
     });
-  return http.get(`${client?.base || BASE_URL}/__dev/mailbox/${encodeURIComponent(email)}`, {
+  return http.get(routed(`${client?.base || BASE_URL}/__dev/mailbox/${encodeURIComponent(email)}`), {
+    ...(DIRECT_HOST ? { headers: { Host: DIRECT_HOST } } : {}),
     timeout: REQUEST_TIMEOUT,
     tags: { step: "Mailbox", name: "GET /__dev/mailbox/{email}" },
   });

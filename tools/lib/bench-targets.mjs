@@ -39,26 +39,42 @@ async function keywayStats(url, adminToken) {
   return body.totals ?? null;
 }
 
-/** This checkout: the `npm start` runtime (scripts/stack.mjs) with fresh secrets and state. @returns {Promise<Target>} */
+/**
+ * This checkout: the `npm start` runtime (scripts/stack.mjs) with fresh secrets and state. With
+ * `productionShaped` (issue 28 item 4), the same runtime without what only the local stack has on a
+ * login's path: k6 sends each request straight to op-auth's or op-token's own port with the issuer's
+ * Host (no dev gateway hop), and the Rate Limiting bindings are a counter in memory behind one RPC call
+ * instead of Miniflare's emulation.
+ * @returns {Promise<Target>}
+ */
 export async function keywayTarget(
-  /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string }} */ o,
+  /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string, productionShaped?: boolean }} */ o,
 ) {
   const inspectorPort = await freePort();
   const stack = await startLoadStack({
     policy: o.policy,
     port: o.port,
     inspectorPort,
+    productionShaped: o.productionShaped ?? false,
     ...(o.dataset ? { dataset: o.dataset } : {}),
   });
   return {
     inspectorPort,
-    name: "Keyway",
-    description: "this checkout, the `npm start` runtime (scripts/stack.mjs: the built Workers in one workerd)",
+    name: o.productionShaped ? "Keyway, production-shaped" : "Keyway",
+    description: o.productionShaped
+      ? "this checkout on the same runtime, production-shaped (scripts/stack.mjs `productionShaped`): each login request straight to op-auth's or op-token's own port with the issuer's Host, as production's routes send it (no dev gateway hop), and the Rate Limiting bindings a counter in memory behind one RPC call (no Miniflare emulation: an entry Worker and a SQLite object per call)"
+      : "this checkout, the `npm start` runtime (scripts/stack.mjs: the built Workers in one workerd)",
     url: stack.url,
     adminToken: stack.adminToken,
     tmp: stack.tmp,
     script: FULL_LOGIN,
-    env: { USERS: "seeded" },
+    env: o.productionShaped
+      ? {
+          USERS: "seeded",
+          AUTH_URL: /** @type {string} */ (stack.workerUrls["op-auth"]),
+          TOKEN_URL: /** @type {string} */ (stack.workerUrls["op-token"]),
+        }
+      : { USERS: "seeded" },
     pids: workerdPids,
     stats: () => keywayStats(stack.url, stack.adminToken),
     policy: o.policy,

@@ -60,7 +60,9 @@ export function raisedPolicy(perMinute = 1_000_000) {
  * `dataset`: a folder whose state outlives the stack (issue 24: a data set loaded once by
  * `npm run bench:import`, measured against later): its `state` folder and the secrets in its
  * `vars.json` (written at first use), since ids and keys are bound to them; it is never removed.
- * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number, cronEverySeconds?: number | false, dataset?: string }} [opts]
+ * `productionShaped`: scripts/stack.mjs's option of that name (op-auth and op-token on ports of their
+ * own, Rate Limiting in memory), for measuring what the local runtime adds (issue 28 item 4).
+ * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number, cronEverySeconds?: number | false, dataset?: string, productionShaped?: boolean }} [opts]
  */
 export async function startLoadStack({
   policy = raisedPolicy(),
@@ -69,6 +71,7 @@ export async function startLoadStack({
   inspectorPort,
   cronEverySeconds = false,
   dataset,
+  productionShaped = false,
 } = {}) {
   const tmp = mkdtempSync(join(tmpdir(), "keyway-load-"));
   let secrets = generateSecrets();
@@ -88,6 +91,7 @@ export async function startLoadStack({
       vars: allVars,
       inspectorPort,
       cronEverySeconds,
+      productionShaped,
     });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
@@ -97,6 +101,7 @@ export async function startLoadStack({
   let disposed = false;
   return {
     url: started.url,
+    workerUrls: started.workerUrls,
     adminToken: /** @type {string} */ (secrets.ADMIN_TOKEN),
     vars: allVars,
     tmp,
