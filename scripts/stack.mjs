@@ -31,8 +31,8 @@ import { wrangler } from "./lib/run.mjs";
  * @property {string} [outDir] Where the bundles go (relative to the repo root); one folder per Worker.
  * @property {boolean} [build] Bundle the Workers first (default true); false reuses what is in outDir.
  * @property {number} [inspectorPort] Open the V8 inspector of every isolate on this port (profiling).
- * @property {boolean} [productionShaped] Issue 28 item 4, for measuring: op-auth and op-token also listen on
- *   ports of their own (`Stack.workerUrls`), as production routes paths on the issuer's host to each
+ * @property {boolean} [productionShaped] Issue 28 item 4, for measuring: op-auth, op-token and op-mgmt also
+ *   listen on ports of their own (`Stack.workerUrls`), as production routes paths on the issuer's host to each
  *   Worker with no gateway between; and each Rate Limiting binding is a counter in memory behind one
  *   RPC call (LOCAL_RATE_LIMITER), as the binding is a counter in the Cloudflare location, instead of
  *   Miniflare's emulation (an entry Worker and a SQLite Durable Object per call). The dev gateway

@@ -397,7 +397,7 @@ async function profiledRung(target, rate, inspectorPort) {
             const t1 = threads();
             // The isolates' thread is the busiest; the others are V8's helpers and the profilers.
             const threadMs = Math.max(
-              ...[...t1].map(([tid, t]) => ((t.ticks - (t0.get(tid)?.ticks ?? t.ticks)) / CLK_TCK) * 1000),
+              ...[...t1].map(([tid, t]) => ((t.ticks - (t0.get(tid)?.ticks ?? 0)) / CLK_TCK) * 1000),
             );
             measured.done = started.then(() => profiler.stop()).then((isolates) => ({ isolates, threadMs }));
           };

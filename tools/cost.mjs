@@ -18,7 +18,8 @@
 // Object isolates (billed by request, not CPU), in local-only isolates and outside any isolate (the
 // runtime's own work) is reported line by line, apart.
 //
-//   LOGINS=3000 CONCURRENCY=8 npm run cost     (writes docs/benchmarks/<date>-cost.md unless OUT=-)
+//   LOGINS=3000 CONCURRENCY=8 npm run cost     (writes docs/benchmarks/<date>-cost.md unless OUT=-;
+//                                              PROFILE_TICK_US, the profilers' interval, 4000)
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
