@@ -4,7 +4,8 @@
 // a temporary state folder, raised per-IP quotas and three regions, logins coming from Japan, Germany
 // and the US in turn (each region must get some), spread over three tenants (TENANTS). Exits with
 // k6's status: non-zero when a threshold (full_flow p95 < P95_MS, default 1000 ms, generous for CI
-// noise; login_success > 0.99) fails.
+// noise; login_success > 0.99) fails. Then a live reshard run (k6/reshard.js), and a short run on the
+// production-shaped stack (scripts/stack.mjs `productionShaped`).
 //
 // k6 is built by tools/k6-install.mjs when missing, which needs Go. Without Go the smoke is skipped
 // with a warning, unless CI is set (.ci/run sets it): CI never skips.
@@ -126,6 +127,27 @@ try {
   }
 } finally {
   await stack.dispose();
+}
+// Last, the production-shaped stack `SHAPED=1 npm run bench` measures with (issue 28 item 4): each login
+// request straight to op-auth's or op-token's own port, Rate Limiting in memory. SMOKE_SHAPED=0 skips it.
+if (status === 0 && process.env.SMOKE_SHAPED !== "0" && !stopping) {
+  const shaped = await startLoadStack({ productionShaped: true });
+  try {
+    console.log("smoke: production-shaped run: 5 logins/s for 10 s, no dev gateway hop, Rate Limiting in memory");
+    k6 = spawnK6(["run", "--quiet", FULL_LOGIN], {
+      ...settings,
+      RAMP: "2",
+      HOLD: "8",
+      BASE_URL: shaped.url,
+      AUTH_URL: /** @type {string} */ (shaped.workerUrls["op-auth"]),
+      TOKEN_URL: /** @type {string} */ (shaped.workerUrls["op-token"]),
+      ADMIN_TOKEN: shaped.adminToken,
+      USERS: "seeded",
+    });
+    status = await exitOf(k6);
+  } finally {
+    await shaped.dispose();
+  }
 }
 console.log(`smoke: k6 exited with ${status} (${status === 0 ? "passed" : "FAILED"})`);
 process.exit(status);
