@@ -217,7 +217,7 @@ function comparison(runs) {
   if (splitRate)
     lines.push(
       "",
-      `*Local-only isolates' share*: of workerd's isolate thread over a profiled rung at ${splitRate}/s after the ladder (each Keyway's section has the split), the share spent in the dev gateway and Miniflare's Rate Limiting and D1 isolates; the last column is the ladder's CPU per login at that rate less that share. The runtime's own work on behalf of those isolates (their dispatch, outside any isolate) is not split off, so it is still an upper bound; `SHAPED=1` measures the whole of it by its absence.`,
+      `*Local-only isolates' share*: of workerd's isolate thread over a profiled rung at ${splitRate}/s after the ladder (each Keyway's section has the split), the share spent in the dev gateway and Miniflare's Rate Limiting and D1 isolates; the last column is the ladder's CPU per login at that rate less that share. The runtime's own work on behalf of those isolates (their dispatch, outside any isolate) is not split off, so it is still an upper bound; \`SHAPED=1\` measures the whole of it by its absence.`,
     );
   return lines.join("\n");
 }
