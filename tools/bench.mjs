@@ -144,6 +144,7 @@ const plan = [
       keywayTarget({
         policy,
         port: process.env.PORT ? Number(process.env.PORT) : undefined,
+        inspect: splitRate > 0,
         ...(dataset ? { dataset } : {}),
       }),
   },
@@ -151,9 +152,9 @@ const plan = [
 if (process.env.SHAPED === "1")
   plan.push({
     name: "Keyway, production-shaped",
-    start: () => keywayTarget({ policy, productionShaped: true }),
+    start: () => keywayTarget({ policy, productionShaped: true, inspect: splitRate > 0 }),
   });
-if (baselineDir) plan.push({ name: "baseline", start: () => baselineTarget(baselineDir) });
+if (baselineDir) plan.push({ name: "baseline", start: () => baselineTarget(baselineDir, splitRate > 0) });
 if (peer)
   plan.push({
     name: peer === "oidc-provider-redis" ? "node-oidc-provider-redis" : "node-oidc-provider",

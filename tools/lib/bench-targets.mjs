@@ -48,9 +48,11 @@ async function keywayStats(url, adminToken) {
  * @returns {Promise<Target>}
  */
 export async function keywayTarget(
-  /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string, productionShaped?: boolean }} */ o,
+  /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string, productionShaped?: boolean, inspect?: boolean }} */ o,
 ) {
-  const inspectorPort = await freePort();
+  // The V8 inspector, for tools/bench.mjs's profiled rung; an open inspector did not cost CPU that
+  // showed (docs/performance.md), but a run that profiles nothing does not open it.
+  const inspectorPort = o.inspect === false ? undefined : await freePort();
   const stack = await startLoadStack({
     policy: o.policy,
     port: o.port,
@@ -86,15 +88,16 @@ export async function keywayTarget(
 /**
  * Another checkout of Keyway (its node_modules installed or linked), started by its own
  * tools/lib/k6-stack.mjs with its own load policy, and loaded by its own k6/full-login.js.
- * @param {string} dir @returns {Promise<Target>}
+ * @param {string} dir @param {boolean} [inspect] open its V8 inspector, for the profiled rung
+ * @returns {Promise<Target>}
  */
-export async function baselineTarget(dir) {
+export async function baselineTarget(dir, inspect = true) {
   const root = resolve(dir);
   const lib = join(root, "tools/lib/k6-stack.mjs");
   if (!existsSync(lib)) throw new Error(`BASELINE=${dir}: no tools/lib/k6-stack.mjs there`);
   const theirs = await import(pathToFileURL(lib).href);
   const policy = /** @type {Record<string, unknown>} */ (theirs.raisedPolicy());
-  const inspectorPort = await freePort();
+  const inspectorPort = inspect ? await freePort() : undefined;
   const stack = await theirs.startLoadStack({ policy, inspectorPort });
   const commit = await gitShort(root);
   return {
