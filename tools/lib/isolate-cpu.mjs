@@ -2,13 +2,14 @@
 // inspector (scripts/stack.mjs `inspectorPort`). Shared by tools/cost.mjs, tools/bench.mjs and
 // tools/profile.mjs.
 //
-// Why samples measure CPU here: workerd runs every isolate on one thread, and V8 records a sample for an
-// isolate only while that isolate is entered (its lock held: its JavaScript and the native work it
-// calls, such as WebCrypto or a Durable Object's SQLite). Each profiler ticks every `interval` µs, so an
-// isolate's non-idle samples times the tick the profiles actually kept is the time the thread spent in
-// it. The tick is the interval plus the sampler's own delay: the shortest gaps between the busiest
-// isolate's samples (their 5th percentile), the gaps while it stayed entered from one tick to the next. What no isolate holds is the runtime's own work (the event loop, HTTP parsing, RPC between
-// isolates, the kernel): the process's CPU less the isolates'.
+// Why samples measure CPU here: workerd runs every isolate on one thread, and V8 records a sample for
+// an isolate only while that isolate is entered (its lock held: its JavaScript and the native work it
+// calls, such as WebCrypto or a Durable Object's SQLite). Each profiler ticks every `interval` µs, so
+// an isolate's non-idle samples times the tick the profiles actually kept is the time the thread spent
+// in it. The tick is the interval plus the sampler's own delay: the shortest gaps between the busiest
+// isolate's samples (their 5th percentile), the gaps while it stayed entered from one tick to the
+// next. What no isolate holds is the runtime's own work (the event loop, HTTP parsing, RPC between
+// isolates, the kernel): the thread's CPU less the isolates'.
 
 /**
  * What an isolate is in production, by the title workerd gives its inspector target.
@@ -51,7 +52,6 @@ export async function openIsolateProfiler(inspectorPort, intervalUs = 1000) {
   return {
     /** Starts every profiler. */
     start: () => Promise.all(sessions.map((s) => s.send("Profiler.start"))),
-    /**
     /** Stops every profiler: each isolate's measured CPU (ms) and its raw profile. @returns {Promise<IsolateCpu[]>} */
     stop: async () => {
       const measured = await Promise.all(
