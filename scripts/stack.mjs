@@ -103,9 +103,9 @@ export async function startStack({
   if (productionShaped)
     for (const { path, config } of configs)
       if (OP_CONFIGS.includes(path)) {
-        ownPorts[/** @type {string} */ (config.name)] = await freePort();
-        workerUrls[/** @type {string} */ (config.name).replace(/^keyway-/, "")] =
-          `http://127.0.0.1:${ownPorts[/** @type {string} */ (config.name)]}`;
+        const name = /** @type {string} */ (config.name);
+        ownPorts[name] = await freePort();
+        workerUrls[name.replace(/^keyway-/, "")] = `http://127.0.0.1:${ownPorts[name]}`;
       }
   const workers = configs.map(({ path, config }) => {
     const name = /** @type {string} */ (config.name);

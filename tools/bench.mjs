@@ -52,9 +52,9 @@ import { currentK6, loadavg, runRung } from "./lib/bench-ladder.mjs";
 import { cores, fmtMs, gitInfo, machineInfo, mib, pct, runSection, verdict } from "./lib/bench-report.mjs";
 import { runReshardBench } from "./lib/bench-reshard.mjs";
 import { baselineTarget, keywayTarget, peerTarget } from "./lib/bench-targets.mjs";
-import { openIsolateProfiler } from "./lib/isolate-cpu.mjs";
+import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { installK6, REPO, raisedPolicy } from "./lib/k6-stack.mjs";
-import { CLK_TCK, threadTicks } from "./lib/proc.mjs";
+import { threadClock } from "./lib/proc.mjs";
 
 // ---------------------------------------------------------------------------------------------- settings
 
@@ -380,7 +380,6 @@ function claimsComparison(plain, claims) {
  */
 async function profiledRung(target, rate, inspectorPort) {
   const profiler = await openIsolateProfiler(inspectorPort, splitTickUs);
-  const threads = () => new Map(target.pids().flatMap((p) => [...threadTicks(p)]));
   /** @type {{ done: Promise<{ isolates: import("./lib/isolate-cpu.mjs").IsolateCpu[], threadMs: number }> | null }} */
   const measured = { done: null };
   try {
@@ -393,13 +392,9 @@ async function profiledRung(target, rate, inspectorPort) {
         measure: true,
         atHold: () => {
           const started = profiler.start();
-          const t0 = threads();
+          const threads = threadClock(target.pids());
           return () => {
-            const t1 = threads();
-            // The isolates' thread is the busiest; the others are V8's helpers and the profilers.
-            const threadMs = Math.max(
-              ...[...t1].map(([tid, t]) => ((t.ticks - (t0.get(tid)?.ticks ?? 0)) / CLK_TCK) * 1000),
-            );
+            const threadMs = threads()[0]?.ms ?? 0;
             measured.done = started.then(() => profiler.stop()).then((isolates) => ({ isolates, threadMs }));
           };
         },
@@ -407,9 +402,7 @@ async function profiledRung(target, rate, inspectorPort) {
     );
     if (!measured.done) throw new Error("the profiled rung never reached its hold");
     const { isolates, threadMs } = await measured.done;
-    /** @type {Split["roles"]} */
-    const roles = { worker: 0, "durable-object": 0, "local-only": 0 };
-    for (const i of isolates) roles[i.role] += i.ms;
+    const roles = byRole(isolates);
     return {
       rate,
       logins: rung.logins,

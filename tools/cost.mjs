@@ -27,7 +27,7 @@ import { join } from "node:path";
 import { freePort } from "../scripts/stack.mjs";
 import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { REPO, raisedPolicy, startLoadStack } from "./lib/k6-stack.mjs";
-import { CLK_TCK, cpuTicks, threadTicks, workerdPids } from "./lib/proc.mjs";
+import { CLK_TCK, cpuTicks, threadClock, workerdPids } from "./lib/proc.mjs";
 
 const LOGINS = Number(process.env.LOGINS || 3000);
 const CONCURRENCY = Number(process.env.CONCURRENCY || 8);
@@ -188,23 +188,19 @@ try {
   await sleep((RESEND_INTERVAL_S + 6) * 1000);
   const pids = workerdPids();
   const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
-  const threads = () => new Map(pids.flatMap((p) => [...threadTicks(p)]));
   const profiler = await openIsolateProfiler(inspectorPort, PROFILE_TICK_US);
   const beforeAll = await admin("/stats");
   const before = beforeAll.billing;
   const mailsBefore = mails;
   await profiler.start();
-  const threads0 = threads();
+  const threads = threadClock(pids);
   const cpu0 = ticks();
   const t0 = Date.now();
   console.log(`second pass: ${LOGINS} returning users sign in (${CONCURRENCY} at a time)`);
   await pass(users);
   const seconds = (Date.now() - t0) / 1000;
   const cpuMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
-  // The isolates' thread is the busiest of the process; the others are V8's helpers and the profilers.
-  const threadMs = Math.max(
-    ...[...threads()].map(([tid, t]) => ((t.ticks - (threads0.get(tid)?.ticks ?? 0)) / CLK_TCK) * 1000),
-  );
+  const threadMs = threads()[0]?.ms ?? 0;
   const isolates = await profiler.stop();
   profiler.close();
   const roles = byRole(isolates);

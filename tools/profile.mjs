@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { freePort } from "../scripts/stack.mjs";
 import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { FULL_LOGIN, installK6, REPO, spawnK6, startLoadStack } from "./lib/k6-stack.mjs";
-import { CLK_TCK, cpuTicks, threadTicks, workerdPids } from "./lib/proc.mjs";
+import { CLK_TCK, cpuTicks, threadClock, workerdPids } from "./lib/proc.mjs";
 
 const RATE = Number(process.env.RATE ?? 80);
 const SECONDS = Number(process.env.SECONDS ?? 15);
@@ -31,17 +31,11 @@ try {
   await profiler.start();
   const pids = workerdPids();
   const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
-  const threads0 = new Map(pids.flatMap((p) => [...threadTicks(p)]));
+  const clock = threadClock(pids);
   const cpu0 = ticks();
   await runK6({ RATE: String(RATE), RAMP: "3", HOLD: String(SECONDS) });
   const processMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
-  // The thread that runs the isolates is the busiest; the rest are V8's helpers and the profilers.
-  const threads = [...new Map(pids.flatMap((p) => [...threadTicks(p)]))].map(([tid, t]) => ({
-    tid,
-    name: t.name,
-    ms: ((t.ticks - (threads0.get(tid)?.ticks ?? 0)) / CLK_TCK) * 1000,
-  }));
-  const mainThread = threads.reduce((a, b) => (b.ms > a.ms ? b : a));
+  const [mainThread = { tid: 0, name: "", ms: 0 }, ...helpers] = clock();
   const isolates = await profiler.stop();
   profiler.close();
   mkdirSync(OUT, { recursive: true });
@@ -65,7 +59,7 @@ try {
       `on that thread outside them ${(mainThread.ms - inIsolates).toFixed(0)} ms; tick ${isolates[0]?.tickUs ?? 0} µs; raw profiles in ${OUT}`,
   );
   const others = new Map();
-  for (const t of threads) if (t !== mainThread) others.set(t.name, (others.get(t.name) ?? 0) + t.ms);
+  for (const t of helpers) others.set(t.name, (others.get(t.name) ?? 0) + t.ms);
   console.log(`other threads: ${[...others].map(([n, ms]) => `${n} ${ms.toFixed(0)} ms`).join(", ")}`);
 } finally {
   await stack.dispose();

@@ -57,29 +57,45 @@ export function workerdPids() {
 }
 
 /**
- * utime + stime of each thread of a process, in ticks, by thread id, with the thread's name.
- * @param {number} pid @returns {Map<number, { name: string, ticks: number }>}
+ * utime + stime of each thread of the processes `pids`, in ticks, by thread id, with its name.
+ * @param {number[]} pids @returns {Map<number, { name: string, ticks: number }>}
  */
-export function threadTicks(pid) {
+function threadTicks(pids) {
   /** @type {Map<number, { name: string, ticks: number }>} */
   const out = new Map();
-  let tids = [];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return out;
-  }
-  for (const tid of tids) {
+  for (const pid of pids) {
+    let tids = [];
     try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      out.set(Number(tid), {
-        name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
-        ticks: Number(fields[11]) + Number(fields[12]),
-      });
+      tids = readdirSync(`/proc/${pid}/task`);
     } catch {
-      // the thread ended meanwhile
+      continue;
+    }
+    for (const tid of tids) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        out.set(Number(tid), {
+          name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
+          ticks: Number(fields[11]) + Number(fields[12]),
+        });
+      } catch {
+        // the thread ended meanwhile
+      }
     }
   }
   return out;
+}
+
+/**
+ * Starts a clock of the CPU of each thread of `pids`. Reading it gives each thread's ms since the
+ * start (a thread born since counts from zero), busiest first: workerd runs every isolate on its
+ * busiest thread; the others are V8's helpers and, while profiling, the profilers.
+ * @param {number[]} pids @returns {() => { tid: number, name: string, ms: number }[]}
+ */
+export function threadClock(pids) {
+  const start = threadTicks(pids);
+  return () =>
+    [...threadTicks(pids)]
+      .map(([tid, t]) => ({ tid, name: t.name, ms: ((t.ticks - (start.get(tid)?.ticks ?? 0)) / CLK_TCK) * 1000 }))
+      .sort((a, b) => b.ms - a.ms);
 }
