@@ -40,6 +40,12 @@
 // the runtime's own work outside isolates (issue 28 item 4). The report applies the local-only share to
 // the ladder's unprofiled CPU per login at that rate.
 //
+// Then each target whose k6 script reads the mailbox through k6/lib/mailbox.js (Keyway and the peer)
+// runs pairs of rungs at MAILBOX_RATE (SPLIT_RATE; 0 skips), REPEAT pairs, each pair a plain login and
+// one that reads the mailbox MAILBOX_EXTRA (4) more times (k6 MAILBOX_EXTRA_READS), in alternating
+// order: the CPU the extra reads add, over their number, is what the test's own mailbox read costs
+// that target, a read no production login makes (issue 28 item 4).
+//
 // Other knobs: WARMUP seconds at 10/s before each ladder, not reported (10; 0 skips), PAUSE seconds
 // between rungs (5), OUT (docs/benchmarks), NOTE (a line for the report), KEEP_TMP=1 (keep k6 logs and
 // summaries), IP_QUOTA per minute (1,000,000, the most POLICY allows), PORT (Keyway's; a free one).
@@ -83,6 +89,8 @@ const pause = numEnv("PAUSE", 5);
 const maxErrors = numEnv("MAX_ERRORS", 0.2);
 const splitRate = numEnv("SPLIT_RATE", 50);
 const splitTickUs = numEnv("SPLIT_TICK_US", 1000);
+const mailboxRate = numEnv("MAILBOX_RATE", splitRate);
+const mailboxExtra = Math.max(1, Math.floor(numEnv("MAILBOX_EXTRA", 4)));
 const ipQuota = numEnv("IP_QUOTA", 1_000_000);
 const outDir = resolve(REPO, process.env.OUT || "docs/benchmarks");
 const keepTmp = process.env.KEEP_TMP === "1";
@@ -199,6 +207,8 @@ for (const step of plan) {
   let stopped = null;
   /** @type {Split | null} */
   let split = null;
+  /** @type {MailboxRead | null} */
+  let mailbox = null;
   try {
     if (warmup > 0) {
       console.log(`bench: ${target.name} warm-up, ${warmup} s at 10/s`);
@@ -269,12 +279,19 @@ for (const step of plan) {
           `local-only ${per(split.roles["local-only"])}, outside isolates ${per(split.threadMs - split.inIsolates)}`,
       );
     }
+    if (mailboxRate > 0 && target.extraReads && !entityClaims && !stopped) {
+      mailbox = await mailboxRungs(target, mailboxRate);
+      console.log(
+        `bench: ${target.name}: a mailbox read costs ${mailbox.perReadMs.toFixed(2)} ms of server CPU at ${mailboxRate}/s; ` +
+          `a login ${mailbox.loginMs.toFixed(2)} ms with it, ${(mailbox.loginMs - mailbox.perReadMs).toFixed(2)} ms without`,
+      );
+    }
   } finally {
     await target.dispose(keepTmp);
     live = null;
     if (keepTmp) console.log(`bench: k6 logs and summaries kept in ${target.tmp}`);
   }
-  runs.push({ target, rungs, stopped, svgName: "", split });
+  runs.push({ target, rungs, stopped, svgName: "", split, mailbox });
   if (entityClaims) runs.push({ target: withClaims, rungs: claimRungs, stopped, svgName: "" });
 }
 
@@ -364,6 +381,52 @@ function claimsComparison(plain, claims) {
     "| --- | --- | --- | --- | --- | --- | --- | --- |\n" +
     `${rows.filter(Boolean).join("\n")}\n`
   );
+}
+
+/**
+ * @typedef {{ rate: number, extra: number, pairs: { plainMs: number, extraMs: number }[], loginMs: number,
+ *   perReadMs: number }} MailboxRead
+ */
+
+/**
+ * What the test's mailbox read costs a target: REPEAT pairs of rungs at `rate`, a plain login and one
+ * with MAILBOX_EXTRA more reads, in alternating order. Server CPU per finished login over the hold.
+ * @param {Target} target @param {number} rate @returns {Promise<MailboxRead>}
+ */
+async function mailboxRungs(target, rate) {
+  const withExtra = { ...target, env: { ...target.env, MAILBOX_EXTRA_READS: String(mailboxExtra) } };
+  const msPerLogin = (/** @type {Rung} */ r) => (r.cpu && r.achieved > 0 ? (r.cpu.server * 1000) / r.achieved : NaN);
+  /** @type {{ plainMs: number, extraMs: number }[]} */
+  const pairs = [];
+  for (let rep = 1; rep <= repeat; rep++) {
+    /** @type {Record<string, number>} */
+    const ms = {};
+    for (const side of rep % 2 ? ["plain", "extra"] : ["extra", "plain"]) {
+      await new Promise((r) => setTimeout(r, pause * 1000));
+      process.stdout.write(`bench: ${target.name} ${rate} logins/s, mailbox ${side} (pair ${rep}) ... `);
+      const r = /** @type {Rung} */ (
+        await runRung(side === "extra" ? withExtra : target, {
+          rate,
+          ramp,
+          hold,
+          label: `mailbox${rate}-${side}-${rep}`,
+          measure: true,
+        })
+      );
+      ms[side] = msPerLogin(r);
+      console.log(`${ms[side].toFixed(2)} ms/login, failed ${pct(r.errorRate)}`);
+    }
+    pairs.push({ plainMs: ms.plain ?? NaN, extraMs: ms.extra ?? NaN });
+  }
+  const mean = (/** @type {number[]} */ xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const loginMs = mean(pairs.map((p) => p.plainMs));
+  return {
+    rate,
+    extra: mailboxExtra,
+    pairs,
+    loginMs,
+    perReadMs: (mean(pairs.map((p) => p.extraMs)) - loginMs) / mailboxExtra,
+  };
 }
 
 /**

@@ -92,7 +92,8 @@ export function shardSettings(/** @type {Record<string, string>} */ vars) {
 /**
  * @typedef {{ ramp: number, hold: number, warmup: number, repeat: number }} LadderSettings
  * @typedef {{ target: { name: string, description: string, policy: Record<string, unknown>, vars: Record<string, string> },
- *   rungs: Rung[], stopped: string | null, svgName: string }} TargetRun
+ *   rungs: Rung[], stopped: string | null, svgName: string,
+ *   split?: import("../bench.mjs").Split | null, mailbox?: import("../bench.mjs").MailboxRead | null }} TargetRun
  */
 
 /**
@@ -132,10 +133,11 @@ export function runSection({ runs, runNo, startedAt, finishedAt, machine, git, l
   }
   if (process.env.NOTE) lines.push(`- **Note** ${process.env.NOTE}`);
   if (runs.length > 1) lines.push("", comparison(runs));
-  for (const { target, rungs, stopped, svgName, split } of runs) {
+  for (const { target, rungs, stopped, svgName, split, mailbox } of runs) {
     lines.push("", `### ${target.name}`, "", verdict(rungs), "");
     if (stopped) lines.push(`The ladder stopped early: ${stopped}.`, "");
     if (split) lines.push(splitTable(split), "");
+    if (mailbox) lines.push(mailboxSentence(mailbox), "");
     lines.push(`![${target.name}: full_flow latency against offered rate](${svgName})`, "");
     lines.push(
       "| offered /s | achieved /s | ok logins/s | dropped | failed logins | full_flow p50 | p95 | p99 | server req/s | server CPU | CPU ms/login | k6 CPU | other CPU | server RSS | DO calls/login | D1/login | rows/login | load avg before |",
@@ -186,13 +188,17 @@ function comparison(runs) {
   const splitHead = splitRate
     ? ` local-only isolates' share at ${splitRate}/s | CPU ms/login at ${splitRate}/s less local-only isolates |`
     : "";
+  const mailboxRate = runs.find((r) => r.mailbox)?.mailbox?.rate;
+  const mailboxHead = mailboxRate
+    ? ` CPU ms/login at ${mailboxRate}/s, mailbox pairs | of it, the test's mailbox read | less that read |`
+    : "";
   const lines = [
     `### Side by side`,
     "",
-    `| target | best passing rate /s | ratio to ${ref?.target.name} | ${rates.map((r) => `CPU ms/login at ${r}/s`).join(" | ")} |${splitHead}`,
-    `| --- | ---: | ---: | ${rates.map(() => "---:").join(" | ")} |${splitRate ? " ---: | ---: |" : ""}`,
+    `| target | best passing rate /s | ratio to ${ref?.target.name} | ${rates.map((r) => `CPU ms/login at ${r}/s`).join(" | ")} |${splitHead}${mailboxHead}`,
+    `| --- | ---: | ---: | ${rates.map(() => "---:").join(" | ")} |${splitRate ? " ---: | ---: |" : ""}${mailboxRate ? " ---: | ---: | ---: |" : ""}`,
   ];
-  for (const { target, rungs, split } of runs) {
+  for (const { target, rungs, split, mailbox } of runs) {
     const best = bestPassingRate(rungs);
     const ratio = best !== null && refBest ? (best / refBest).toFixed(2) : "–";
     const perRate = rates.map((rate) => {
@@ -208,7 +214,14 @@ function comparison(runs) {
           ? " – | – |"
           : ` ${(share * 100).toFixed(1)} % | ${at.length ? at.map((r) => (((r.cpu?.server ?? 0) * 1000 * (1 - share)) / r.achieved).toFixed(1)).join(", ") : "–"} |`;
     }
-    lines.push(`| ${target.name} | ${best ?? "none"} | ${ratio} | ${perRate.join(" | ")} |${splitCells}`);
+    const mailboxCells = !mailboxRate
+      ? ""
+      : mailbox
+        ? ` ${mailbox.loginMs.toFixed(2)} | ${mailbox.perReadMs.toFixed(2)} | ${(mailbox.loginMs - mailbox.perReadMs).toFixed(2)} |`
+        : " – | – | – |";
+    lines.push(
+      `| ${target.name} | ${best ?? "none"} | ${ratio} | ${perRate.join(" | ")} |${splitCells}${mailboxCells}`,
+    );
   }
   lines.push(
     "",
@@ -219,7 +232,21 @@ function comparison(runs) {
       "",
       `*Local-only isolates' share*: of workerd's isolate thread over a profiled rung at ${splitRate}/s after the ladder (each Keyway's section has the split), the share spent in the dev gateway and Miniflare's Rate Limiting and D1 isolates; the last column is the ladder's CPU per login at that rate less that share. The runtime's own work on behalf of those isolates (their dispatch, outside any isolate) is not split off, so it is still an upper bound; \`SHAPED=1\` measures the whole of it by its absence.`,
     );
+  if (mailboxRate)
+    lines.push(
+      "",
+      `*Mailbox pairs*: after the ladder, pairs of rungs at ${mailboxRate}/s on each target whose k6 script reads the mailbox through k6/lib/mailbox.js, a plain login and one that reads the mailbox again after finding its code (k6 \`MAILBOX_EXTRA_READS\`), in alternating order. The CPU the extra reads add, over their number, is what the test's own mailbox read costs; no production login makes it. The first of the three columns is the plain rungs' mean.`,
+    );
   return lines.join("\n");
+}
+
+/** One target's mailbox pairs, in a sentence. @param {import("../bench.mjs").MailboxRead} m */
+function mailboxSentence(m) {
+  const pairs = m.pairs.map((p) => `${p.plainMs.toFixed(2)} plain, ${p.extraMs.toFixed(2)} with ${m.extra} more reads`);
+  return (
+    `The test's mailbox read, measured at ${m.rate}/s (server CPU ms per login over the hold): ${pairs.join("; ")}. ` +
+    `One read costs ${m.perReadMs.toFixed(2)} ms; a login less it, ${(m.loginMs - m.perReadMs).toFixed(2)} ms.`
+  );
 }
 
 /** @param {Rung} r @param {number} repeat */

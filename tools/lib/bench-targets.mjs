@@ -25,6 +25,8 @@ import { workerdPids } from "./proc.mjs";
  * @property {Record<string, unknown>} policy
  * @property {Record<string, string>} vars
  * @property {number} [inspectorPort] Keyway's V8 inspector, for the profiled rung (tools/lib/isolate-cpu.mjs)
+ * @property {boolean} [extraReads] its k6 script reads the mailbox through this checkout's
+ *   k6/lib/mailbox.js, so k6 MAILBOX_EXTRA_READS applies (tools/bench.mjs's mailbox rungs)
  * @property {(keep?: boolean) => Promise<void>} dispose
  */
 
@@ -44,12 +46,14 @@ async function keywayStats(url, adminToken) {
  * `productionShaped` (issue 28 item 4), the same runtime without what only the local stack has on a
  * login's path: k6 sends each request straight to op-auth's or op-token's own port with the issuer's
  * Host (no dev gateway hop), and the Rate Limiting bindings are a counter in memory behind one RPC call
- * instead of Miniflare's emulation.
+ * instead of Miniflare's emulation; and its state is on a tmpfs (k6-stack.mjs `stateInMemory`), so
+ * SQLite's commits flush no local disk on the isolates' thread.
  * @returns {Promise<Target>}
  */
 export async function keywayTarget(
-  /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string, productionShaped?: boolean, inspect?: boolean }} */ o,
+  /** @type {{ policy: Record<string, unknown>, port?: number, dataset?: string, productionShaped?: boolean, stateInMemory?: boolean, inspect?: boolean }} */ o,
 ) {
+  const stateInMemory = o.stateInMemory ?? o.productionShaped ?? false;
   // The V8 inspector, for tools/bench.mjs's profiled rung; an open inspector did not cost CPU that
   // showed (docs/performance.md), but a run that profiles nothing does not open it.
   const inspectorPort = o.inspect === false ? undefined : await freePort();
@@ -58,18 +62,26 @@ export async function keywayTarget(
     port: o.port,
     inspectorPort,
     productionShaped: o.productionShaped ?? false,
+    stateInMemory,
     ...(o.dataset ? { dataset: o.dataset } : {}),
   });
   return {
     inspectorPort,
-    name: o.productionShaped ? "Keyway, production-shaped" : "Keyway",
-    description: o.productionShaped
-      ? "this checkout on the same runtime, production-shaped (scripts/stack.mjs `productionShaped`): each login request straight to op-auth's or op-token's own port with the issuer's Host, as production's routes send it (no dev gateway hop), and the Rate Limiting bindings a counter in memory behind one RPC call (no Miniflare emulation: an entry Worker and a SQLite object per call)"
-      : "this checkout, the `npm start` runtime (scripts/stack.mjs: the built Workers in one workerd)",
+    name: o.productionShaped
+      ? `Keyway, production-shaped${stateInMemory ? "" : ", state on disk"}`
+      : `Keyway${stateInMemory ? ", state on a tmpfs" : ""}`,
+    description:
+      (o.productionShaped
+        ? "this checkout on the same runtime, production-shaped (scripts/stack.mjs `productionShaped`): each login request straight to op-auth's or op-token's own port with the issuer's Host, as production's routes send it (no dev gateway hop), and the Rate Limiting bindings a counter in memory behind one RPC call (no Miniflare emulation: an entry Worker and a SQLite object per call)"
+        : "this checkout, the `npm start` runtime (scripts/stack.mjs: the built Workers in one workerd)") +
+      (stateInMemory
+        ? "; its state on a tmpfs (no disk flush at each SQLite commit, which workerd's local storage makes on the isolates' thread)"
+        : "; its state on disk"),
     url: stack.url,
     adminToken: stack.adminToken,
     tmp: stack.tmp,
     script: FULL_LOGIN,
+    extraReads: true,
     env: o.productionShaped
       ? {
           USERS: "seeded",
@@ -210,6 +222,7 @@ export async function peerTarget(o = {}) {
     adminToken: "",
     tmp,
     script: join(REPO, "k6/peer-oidc-provider.js"),
+    extraReads: true,
     env: {},
     pids: () => [child, ...(redis ? [redis.child] : [])].flatMap((c) => (c.pid && c.exitCode === null ? [c.pid] : [])),
     stats: null,

@@ -62,7 +62,12 @@ export function raisedPolicy(perMinute = 1_000_000) {
  * `vars.json` (written at first use), since ids and keys are bound to them; it is never removed.
  * `productionShaped`: scripts/stack.mjs's option of that name (op-auth and op-token on ports of their
  * own, Rate Limiting in memory), for measuring what the local runtime adds (issue 28 item 4).
- * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number, cronEverySeconds?: number | false, dataset?: string, productionShaped?: boolean }} [opts]
+ * `stateInMemory`: the temporary folder, and so the Durable Objects' and D1's SQLite files, on a tmpfs
+ * (/dev/shm). workerd's local storage commits each transaction with an fsync on the thread that runs
+ * the isolates (measured with perf, docs/performance.md); on a tmpfs that costs nothing, as
+ * production's storage, made durable by replicas in other data centres, does not cost the object's
+ * thread a disk flush. The files are gone with the stack, as they are without it.
+ * @param {{ policy?: Record<string, unknown>, vars?: Record<string, string>, port?: number, inspectorPort?: number, cronEverySeconds?: number | false, dataset?: string, productionShaped?: boolean, stateInMemory?: boolean }} [opts]
  */
 export async function startLoadStack({
   policy = raisedPolicy(),
@@ -72,8 +77,10 @@ export async function startLoadStack({
   cronEverySeconds = false,
   dataset,
   productionShaped = false,
+  stateInMemory = false,
 } = {}) {
-  const tmp = mkdtempSync(join(tmpdir(), "keyway-load-"));
+  if (stateInMemory && dataset) throw new Error("a dataset's state outlives the stack: it cannot be in memory");
+  const tmp = mkdtempSync(join(stateInMemory ? tmpfsDir() : tmpdir(), "keyway-load-"));
   let secrets = generateSecrets();
   if (dataset) {
     mkdirSync(dataset, { recursive: true });
@@ -118,6 +125,18 @@ export async function startLoadStack({
       }
     },
   };
+}
+
+/** A tmpfs folder this user can write, or an error that says there is none. */
+function tmpfsDir() {
+  const dir = "/dev/shm";
+  try {
+    const probe = mkdtempSync(join(dir, "keyway-probe-"));
+    rmSync(probe, { recursive: true });
+    return dir;
+  } catch (err) {
+    throw new Error(`stateInMemory needs a writable tmpfs at ${dir}: ${err instanceof Error ? err.message : err}`);
+  }
 }
 
 /**
