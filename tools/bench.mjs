@@ -10,10 +10,12 @@
 //   PEER=oidc-provider npm run bench               node-oidc-provider over the same ladder, side by side
 //   PEER=oidc-provider-redis npm run bench         the same, its models in a local redis-server (appendonly
 //                                                  yes, appendfsync everysec), its CPU counted with the peer's
+//   PEER=oidc-provider,oidc-provider-redis         both peers in one run
 //   BASELINE=/path/to/other/checkout npm run bench another checkout of Keyway (e.g. an older main) too
 //   SHAPED=1 npm run bench                         Keyway again, production-shaped (issue 28 item 4): no
 //                                                  dev gateway hop, Rate Limiting in memory (scripts/stack.mjs
-//                                                  `productionShaped`), so the local runtime's own share shows
+//                                                  `productionShaped`), state on a tmpfs (no disk flush at
+//                                                  each SQLite commit), so the local runtime's own share shows
 //   RESHARD=1 npm run bench                        instead, the long live reshard under load (admin API,
 //                                                  then the controller): RESHARD_RATE (50), RESHARD_HOLD (300)
 //   ENTITY_CLAIMS=1 DATASET=.keyway/dataset-10m npm run bench
@@ -95,13 +97,17 @@ const ipQuota = numEnv("IP_QUOTA", 1_000_000);
 const outDir = resolve(REPO, process.env.OUT || "docs/benchmarks");
 const keepTmp = process.env.KEEP_TMP === "1";
 const policy = raisedPolicy(ipQuota);
-const peer = process.env.PEER || "";
-if (peer && peer !== "oidc-provider" && peer !== "oidc-provider-redis")
-  throw new Error(`PEER must be oidc-provider or oidc-provider-redis, got ${peer}`);
+const peers = (process.env.PEER || "")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
+for (const p of peers)
+  if (p !== "oidc-provider" && p !== "oidc-provider-redis")
+    throw new Error(`PEER must be oidc-provider, oidc-provider-redis or both (comma-separated), got ${p}`);
 const baselineDir = process.env.BASELINE || "";
 const entityClaims = process.env.ENTITY_CLAIMS === "1";
 const dataset = process.env.DATASET ? resolve(process.env.DATASET) : undefined;
-if (entityClaims && (peer || baselineDir || process.env.SHAPED === "1"))
+if (entityClaims && (peers.length || baselineDir || process.env.SHAPED === "1"))
   throw new Error("ENTITY_CLAIMS=1 compares Keyway with itself: no PEER, BASELINE or SHAPED");
 
 /** @typedef {import("./lib/bench-ladder.mjs").Rung} Rung */
@@ -163,7 +169,7 @@ if (process.env.SHAPED === "1")
     start: () => keywayTarget({ policy, productionShaped: true, inspect: splitRate > 0 }),
   });
 if (baselineDir) plan.push({ name: "baseline", start: () => baselineTarget(baselineDir, splitRate > 0) });
-if (peer)
+for (const peer of peers)
   plan.push({
     name: peer === "oidc-provider-redis" ? "node-oidc-provider-redis" : "node-oidc-provider",
     start: () => peerTarget({ redis: peer === "oidc-provider-redis" }),
