@@ -275,7 +275,10 @@ for (const step of plan) {
         }
       }
     }
-    if (splitRate > 0 && target.inspectorPort && !entityClaims && !stopped) {
+    // A ladder that stopped at a higher rate still passed these rates: only a failure at or below
+    // one skips its rungs.
+    const failedBy = (/** @type {number} */ rate) => rungs.some((r) => r.rate <= rate && r.errorRate > maxErrors);
+    if (splitRate > 0 && target.inspectorPort && !entityClaims && !failedBy(splitRate)) {
       await new Promise((r) => setTimeout(r, pause * 1000));
       process.stdout.write(`bench: ${target.name} ${splitRate} logins/s, isolates profiled ... `);
       split = await profiledRung(target, splitRate, target.inspectorPort);
@@ -285,7 +288,7 @@ for (const step of plan) {
           `local-only ${per(split.roles["local-only"])}, outside isolates ${per(split.threadMs - split.inIsolates)}`,
       );
     }
-    if (mailboxRate > 0 && target.extraReads && !entityClaims && !stopped) {
+    if (mailboxRate > 0 && target.extraReads && !entityClaims && !failedBy(mailboxRate)) {
       mailbox = await mailboxRungs(target, mailboxRate);
       console.log(
         `bench: ${target.name}: a mailbox read costs ${mailbox.perReadMs.toFixed(2)} ms of server CPU at ${mailboxRate}/s; ` +

@@ -80,7 +80,9 @@ export async function startLoadStack({
   stateInMemory = false,
 } = {}) {
   if (stateInMemory && dataset) throw new Error("a dataset's state outlives the stack: it cannot be in memory");
-  const tmp = mkdtempSync(join(stateInMemory ? tmpfsDir() : tmpdir(), "keyway-load-"));
+  const tmpfs = stateInMemory ? tmpfsDir() : null;
+  if (stateInMemory && !tmpfs) throw new Error("stateInMemory needs a writable tmpfs at /dev/shm, and there is none");
+  const tmp = mkdtempSync(join(tmpfs ?? tmpdir(), "keyway-load-"));
   let secrets = generateSecrets();
   if (dataset) {
     mkdirSync(dataset, { recursive: true });
@@ -127,15 +129,21 @@ export async function startLoadStack({
   };
 }
 
-/** A tmpfs folder this user can write, or an error that says there is none. */
-function tmpfsDir() {
+/** A tmpfs folder this user can write (/dev/shm, mounted as tmpfs), or null when there is none. */
+export function tmpfsDir() {
   const dir = "/dev/shm";
   try {
+    if (
+      !readFileSync("/proc/mounts", "utf8")
+        .split("\n")
+        .some((l) => l.split(" ")[1] === dir && l.split(" ")[2] === "tmpfs")
+    )
+      return null;
     const probe = mkdtempSync(join(dir, "keyway-probe-"));
     rmSync(probe, { recursive: true });
     return dir;
-  } catch (err) {
-    throw new Error(`stateInMemory needs a writable tmpfs at ${dir}: ${err instanceof Error ? err.message : err}`);
+  } catch {
+    return null;
   }
 }
 
