@@ -57,7 +57,17 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { chartSvg, chartTitle } from "./lib/bench-chart.mjs";
 import { currentK6, loadavg, runRung } from "./lib/bench-ladder.mjs";
-import { cores, fmtMs, gitInfo, machineInfo, mib, pct, runSection, verdict } from "./lib/bench-report.mjs";
+import {
+  cores,
+  fmtMs,
+  gitInfo,
+  machineInfo,
+  mib,
+  pct,
+  runSection,
+  serverMsPerLogin,
+  verdict,
+} from "./lib/bench-report.mjs";
 import { runReshardBench } from "./lib/bench-reshard.mjs";
 import { baselineTarget, keywayTarget, peerTarget } from "./lib/bench-targets.mjs";
 import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
@@ -404,7 +414,6 @@ function claimsComparison(plain, claims) {
  */
 async function mailboxRungs(target, rate) {
   const withExtra = { ...target, env: { ...target.env, MAILBOX_EXTRA_READS: String(mailboxExtra) } };
-  const msPerLogin = (/** @type {Rung} */ r) => (r.cpu && r.achieved > 0 ? (r.cpu.server * 1000) / r.achieved : NaN);
   /** @type {{ plainMs: number, extraMs: number }[]} */
   const pairs = [];
   for (let rep = 1; rep <= repeat; rep++) {
@@ -422,7 +431,7 @@ async function mailboxRungs(target, rate) {
           measure: true,
         })
       );
-      ms[side] = msPerLogin(r);
+      ms[side] = serverMsPerLogin(r) ?? Number.NaN;
       console.log(`${ms[side].toFixed(2)} ms/login, failed ${pct(r.errorRate)}`);
     }
     pairs.push({ plainMs: ms.plain ?? NaN, extraMs: ms.extra ?? NaN });

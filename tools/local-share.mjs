@@ -10,6 +10,7 @@
 // `npm run bench` counts it (tools/lib/bench-ladder.mjs). `npm run bench` measures the test's mailbox
 // read itself (its mailbox pairs). Env: RATE (50), REPEAT (2), STEP_SECONDS (25), RAMP (5).
 import { runRung } from "./lib/bench-ladder.mjs";
+import { serverMsPerLogin } from "./lib/bench-report.mjs";
 import { keywayTarget } from "./lib/bench-targets.mjs";
 import { installK6, raisedPolicy } from "./lib/k6-stack.mjs";
 
@@ -45,8 +46,8 @@ for (let rep = 1; rep <= REPEAT; rep++) {
         label: `share-${rep}`,
         measure: true,
       });
-      if (!r?.cpu || r.achieved <= 0) throw new Error(`${s.key}: the rung measured nothing`);
-      const perLogin = (r.cpu.server * 1000) / r.achieved;
+      const perLogin = r ? serverMsPerLogin(r) : null;
+      if (perLogin === null) throw new Error(`${s.key}: the rung measured nothing`);
       ms[s.key].push(perLogin);
       console.log(
         `local-share: ${s.key} (run ${rep}): ${perLogin.toFixed(2)} ms/login, failed ${(100 * r.errorRate).toFixed(2)} %`,

@@ -166,10 +166,14 @@ export function runSection({ runs, runNo, startedAt, finishedAt, machine, git, l
   return lines.join("\n");
 }
 
-/** Server CPU per finished login over the hold, in ms. @param {Rung} r */
+/** Server CPU per finished login over the hold, in ms; null when the rung measured none. @param {Rung} r */
+export function serverMsPerLogin(r) {
+  return r.cpu && r.achieved > 0 ? (r.cpu.server * 1000) / r.achieved : null;
+}
+
+/** serverMsPerLogin for a table. @param {Rung} r */
 export function cpuMsPerLogin(r) {
-  if (!r.cpu || r.achieved <= 0) return "–";
-  return ((r.cpu.server * 1000) / r.achieved).toFixed(1);
+  return serverMsPerLogin(r)?.toFixed(1) ?? "–";
 }
 
 /** The best rate a target passed (full_flow p95 < 500 ms, < 0.1 % failed), every repeat of it. @param {Rung[]} rungs */
@@ -212,7 +216,7 @@ function comparison(runs) {
       splitCells =
         share === null
           ? " – | – |"
-          : ` ${(share * 100).toFixed(1)} % | ${at.length ? at.map((r) => (((r.cpu?.server ?? 0) * 1000 * (1 - share)) / r.achieved).toFixed(1)).join(", ") : "–"} |`;
+          : ` ${(share * 100).toFixed(1)} % | ${at.length ? at.map((r) => ((serverMsPerLogin(r) ?? 0) * (1 - share)).toFixed(1)).join(", ") : "–"} |`;
     }
     const mailboxCells = !mailboxRate
       ? ""
