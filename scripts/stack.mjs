@@ -239,7 +239,7 @@ const LOCAL_RATE_LIMITER = "keyway-local-rate-limiter";
  * memory, per namespace and key, in fixed windows of the binding's period (Cloudflare's binding counts
  * in its location, in memory, and is eventually consistent; this is one isolate, so it is exact).
  */
-function localRateLimiter() {
+export function localRateLimiter() {
   const source = `import { WorkerEntrypoint } from "cloudflare:workers";
 const windows = new Map();
 export class Limiter extends WorkerEntrypoint {

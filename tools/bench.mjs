@@ -11,6 +11,10 @@
 //   PEER=oidc-provider-redis npm run bench         the same, its models in a local redis-server (appendonly
 //                                                  yes, appendfsync everysec), its CPU counted with the peer's
 //   PEER=oidc-provider,oidc-provider-redis         both peers in one run
+//   FLOOR=keyway,minimal npm run bench             the floor too (issue 28 item 3, tools/lib/floor-login.mjs):
+//                                                  Workers that make a login's operations and nothing else,
+//                                                  Keyway's set or the minimal one, shaped as `npm start`;
+//                                                  keyway-shaped and minimal-shaped, production-shaped
 //   BASELINE=/path/to/other/checkout npm run bench another checkout of Keyway (e.g. an older main) too
 //   SHAPED=1 npm run bench                         Keyway again, production-shaped (issue 28 item 4): no
 //                                                  dev gateway hop, Rate Limiting in memory (scripts/stack.mjs
@@ -70,6 +74,7 @@ import {
 } from "./lib/bench-report.mjs";
 import { runReshardBench } from "./lib/bench-reshard.mjs";
 import { baselineTarget, keywayTarget, peerTarget } from "./lib/bench-targets.mjs";
+import { floorTarget } from "./lib/floor-login.mjs";
 import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { installK6, REPO, raisedPolicy } from "./lib/k6-stack.mjs";
 import { threadClock } from "./lib/proc.mjs";
@@ -114,11 +119,18 @@ const peers = (process.env.PEER || "")
 for (const p of peers)
   if (p !== "oidc-provider" && p !== "oidc-provider-redis")
     throw new Error(`PEER must be oidc-provider, oidc-provider-redis or both (comma-separated), got ${p}`);
+const FLOORS = ["keyway", "minimal", "keyway-shaped", "minimal-shaped"];
+const floors = (process.env.FLOOR || "")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
+for (const f of floors)
+  if (!FLOORS.includes(f)) throw new Error(`FLOOR must be some of ${FLOORS.join(", ")} (comma-separated), got ${f}`);
 const baselineDir = process.env.BASELINE || "";
 const entityClaims = process.env.ENTITY_CLAIMS === "1";
 const dataset = process.env.DATASET ? resolve(process.env.DATASET) : undefined;
-if (entityClaims && (peers.length || baselineDir || process.env.SHAPED === "1"))
-  throw new Error("ENTITY_CLAIMS=1 compares Keyway with itself: no PEER, BASELINE or SHAPED");
+if (entityClaims && (peers.length || floors.length || baselineDir || process.env.SHAPED === "1"))
+  throw new Error("ENTITY_CLAIMS=1 compares Keyway with itself: no PEER, FLOOR, BASELINE or SHAPED");
 
 /** @typedef {import("./lib/bench-ladder.mjs").Rung} Rung */
 /** @typedef {import("./lib/bench-targets.mjs").Target} Target */
@@ -183,6 +195,15 @@ for (const peer of peers)
   plan.push({
     name: peer === "oidc-provider-redis" ? "node-oidc-provider-redis" : "node-oidc-provider",
     start: () => peerTarget({ redis: peer === "oidc-provider-redis" }),
+  });
+for (const floor of floors)
+  plan.push({
+    name: `floor ${floor}`,
+    start: () =>
+      floorTarget({
+        ops: floor.startsWith("minimal") ? "minimal" : "keyway",
+        productionShaped: floor.endsWith("-shaped"),
+      }),
   });
 console.log(
   `bench: ${plan.map((p) => p.name).join(", ")}; ladder ${ladder.join(", ")} logins/s${repeat > 1 ? ` ×${repeat}` : ""}, ` +
