@@ -1,11 +1,12 @@
 #!/usr/bin/env node
+import { floorTarget } from "./lib/floor-login.mjs";
 // npm run smoke (the last part of npm test): about 20 s of k6/full-login.js at 5 logins/s against a
 // freshly started stack (scripts/stack.mjs, the `npm start` runtime) on a free port, with fresh secrets,
 // a temporary state folder, raised per-IP quotas and three regions, logins coming from Japan, Germany
 // and the US in turn (each region must get some), spread over three tenants (TENANTS). Exits with
 // k6's status: non-zero when a threshold (full_flow p95 < P95_MS, default 1000 ms, generous for CI
-// noise; login_success > 0.99) fails. Then a live reshard run (k6/reshard.js), and a short run on the
-// production-shaped stack (scripts/stack.mjs `productionShaped`).
+// noise; login_success > 0.99) fails. Then a live reshard run (k6/reshard.js), a short run on the
+// production-shaped stack (scripts/stack.mjs `productionShaped`), and shorter ones on the bench's floor.
 //
 // k6 is built by tools/k6-install.mjs when missing, which needs Go. Without Go the smoke is skipped
 // with a warning, unless CI is set (.ci/run sets it): CI never skips.
@@ -152,6 +153,27 @@ if (status === 0 && process.env.SMOKE_SHAPED !== "0" && !stopping) {
     status = await exitOf(k6);
   } finally {
     await shaped.dispose();
+  }
+}
+// And the floor `FLOOR= npm run bench` measures against (issue 28 item 3, tools/lib/floor-login.mjs), in
+// both shapes, briefly, so the bench's yardstick cannot rot unnoticed. SMOKE_FLOOR=0 skips it.
+if (status === 0 && process.env.SMOKE_FLOOR !== "0" && !stopping) {
+  for (const productionShaped of tmpfsDir() !== null ? [false, true] : [false]) {
+    const floor = await floorTarget({ ops: "keyway", productionShaped });
+    try {
+      console.log(`smoke: ${floor.name}: 5 logins/s for 5 s`);
+      k6 = spawnK6(["run", "--quiet", floor.script], {
+        ...settings,
+        ...floor.env,
+        RAMP: "1",
+        HOLD: "4",
+        BASE_URL: floor.url,
+      });
+      status = await exitOf(k6);
+    } finally {
+      await floor.dispose();
+    }
+    if (status !== 0 || stopping) break;
   }
 }
 console.log(`smoke: k6 exited with ${status} (${status === 0 ? "passed" : "FAILED"})`);

@@ -183,9 +183,17 @@ export function bestPassingRate(rungs) {
   return passing.length ? Math.max(...passing) : null;
 }
 
-/** The targets side by side: best passing rate, its ratio to the last target's, CPU per login at each rate. @param {TargetRun[]} runs */
+/**
+ * The targets side by side: best passing rate, its ratio to the reference's, CPU per login at each rate.
+ * The reference is node-oidc-provider in memory when it ran (issue 28 item 3 measures against it), else
+ * the other peer, else the last target.
+ * @param {TargetRun[]} runs
+ */
 function comparison(runs) {
-  const ref = runs.at(-1);
+  const ref =
+    runs.find((r) => r.target.name === "node-oidc-provider") ??
+    runs.find((r) => r.target.name.startsWith("node-oidc-provider")) ??
+    runs.at(-1);
   const refBest = ref ? bestPassingRate(ref.rungs) : null;
   const rates = [...new Set(runs.flatMap((r) => r.rungs.map((q) => q.rate)))].sort((a, b) => a - b);
   const splitRate = runs.find((r) => r.split)?.split?.rate;
