@@ -10,7 +10,15 @@ import exec from "k6/execution";
 import http from "k6/http";
 import { BASE_URL, bool, DIRECT_HOST, MAILBOX_EXTRA_READS, RAMP, REQUEST_TIMEOUT, routed } from "./lib/config.js";
 import { header, jsonBody, queryOf } from "./lib/http-util.js";
-import { countFailure, errors, fullFlow, loginScriptOptions, loginSuccess, stepTrend } from "./lib/metrics.js";
+import {
+  countFailure,
+  errors,
+  fullFlow,
+  loginScriptOptions,
+  loginSuccess,
+  stepTrend,
+  verifiedRedirect,
+} from "./lib/metrics.js";
 import { newRunId } from "./lib/users.js";
 
 const PHASE_METRICS = bool("PHASE_METRICS", false);
@@ -80,11 +88,8 @@ function login(email) {
     params("EmailCodeVerify", "POST verify", JSON_HEADERS),
   );
   const ver = timed("EmailCodeVerify", res);
-  const redirectTo = jsonBody(res)?.redirect_to;
-  if (!check(res, { "EmailCodeVerify 200 {redirect_to}": (r) => r.status === 200 && typeof redirectTo === "string" })) {
-    countFailure("EmailCodeVerify", res, "session", "code not accepted");
-    return done(false, "EmailCodeVerify");
-  }
+  const redirectTo = verifiedRedirect(res);
+  if (redirectTo === null) return done(false, "EmailCodeVerify");
 
   res = http.get(
     routed(`${BASE_URL}${redirectTo.replace(/^https?:\/\/[^/]+/, "")}`),

@@ -26,6 +26,7 @@ import {
   loginSuccess,
   mailboxWait,
   stepTrend,
+  verifiedRedirect,
 } from "./lib/metrics.js";
 import { jwtHeader, jwtPayload, pkcePair, randomUrlSafe } from "./lib/pkce.js";
 import { newRunId } from "./lib/users.js";
@@ -117,11 +118,8 @@ function login(client, email) {
     params("EmailCodeVerify", "POST verify", { headers: JSON_HEADERS }),
   );
   const ver = timed("EmailCodeVerify", res);
-  const redirectTo = jsonBody(res)?.redirect_to;
-  if (!check(res, { "EmailCodeVerify 200 {redirect_to}": (r) => r.status === 200 && typeof redirectTo === "string" })) {
-    countFailure("EmailCodeVerify", res, "session", "code not accepted");
-    return done(false, "EmailCodeVerify");
-  }
+  const redirectTo = verifiedRedirect(res);
+  if (redirectTo === null) return done(false, "EmailCodeVerify");
 
   // 4. The resume: a redirect to the client with code, state and iss.
   res = http.get(

@@ -10,9 +10,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Miniflare } from "miniflare";
 import { freePort } from "../scripts/stack.mjs";
-import { exitOf, installK6, spawnK6 } from "./lib/k6-stack.mjs";
+import { esmWorker, exitOf, installK6, scratchMiniflare, spawnK6 } from "./lib/k6-stack.mjs";
 import { CLK_TCK, cpuTicks, workerdPids } from "./lib/proc.mjs";
 
 const RATE = Number(process.env.RATE ?? 500);
@@ -89,41 +88,32 @@ export default function () { http.get(__ENV.URL); }`;
 if (installK6() !== 0) process.exit(1);
 const tmp = mkdtempSync(join(tmpdir(), "keyway-cost-"));
 const port = await freePort();
-const module = (contents) => ({ mainModule: "index.js", modules: { "index.js": { type: "esm", contents } } });
-const mf = new Miniflare({
-  host: "127.0.0.1",
-  port: 0,
-  cf: false,
-  enableDevRegistry: false,
-  telemetry: { enabled: false },
-  resourcePersistencePath: join(tmp, "state"),
-  workers: [
-    {
-      config: {
-        name: "ops",
-        compatibilityDate: "2026-11-01",
-        manifest: module(WORKER),
-        env: {
-          STORE: { type: "durable-object", worker: "ops", exportName: "Store" },
-          DB: { type: "d1", id: "cost-model" },
-          PEER: { type: "worker", worker: "peer" },
-          // As op-auth declares its per-IP quotas (workers/op-auth/wrangler.toml).
-          RL: { type: "rate-limit", namespace: "9001", simple: { limit: 1_000_000_000, period: 60 } },
-        },
-        exports: { Store: { type: "durable-object", storage: "sqlite" } },
+const mf = scratchMiniflare(join(tmp, "state"), [
+  {
+    config: {
+      name: "ops",
+      compatibilityDate: "2026-11-01",
+      manifest: esmWorker(WORKER),
+      env: {
+        STORE: { type: "durable-object", worker: "ops", exportName: "Store" },
+        DB: { type: "d1", id: "cost-model" },
+        PEER: { type: "worker", worker: "peer" },
+        // As op-auth declares its per-IP quotas (workers/op-auth/wrangler.toml).
+        RL: { type: "rate-limit", namespace: "9001", simple: { limit: 1_000_000_000, period: 60 } },
       },
-      // Served straight from workerd's socket, as `npm start` serves the gateway.
-      dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port }] },
+      exports: { Store: { type: "durable-object", storage: "sqlite" } },
     },
-    {
-      config: {
-        name: "peer",
-        compatibilityDate: "2026-11-01",
-        manifest: module(`export default { fetch() { return new Response("ok"); } };`),
-      },
+    // Served straight from workerd's socket, as `npm start` serves the gateway.
+    dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port }] },
+  },
+  {
+    config: {
+      name: "peer",
+      compatibilityDate: "2026-11-01",
+      manifest: esmWorker(`export default { fetch() { return new Response("ok"); } };`),
     },
-  ],
-});
+  },
+]);
 try {
   await mf.ready;
   const db = await mf.getD1Database("DB", "ops");

@@ -1,3 +1,4 @@
+import { check } from "k6";
 import { Counter, Rate, Trend } from "k6/metrics";
 import { arrivalScenario, bool, num, P95_MS, SUCCESS_RATE } from "./config.js";
 import { describe, jsonBody } from "./http-util.js";
@@ -53,6 +54,19 @@ export function countFailure(step, res, kind, what) {
   errors[bucket].add(1, tags);
   logFailure(step, `${what} [${bucket}]`, res);
   return bucket;
+}
+
+/**
+ * EmailCodeVerify's answer on a peer or the floor (peer-oidc-provider.js, floor-login.js): the
+ * `redirect_to` it must hold, or null with the failure counted.
+ */
+export function verifiedRedirect(res) {
+  const body = jsonBody(res);
+  const redirectTo = body && typeof body.redirect_to === "string" ? body.redirect_to : null;
+  if (check(res, { "EmailCodeVerify 200 {redirect_to}": (r) => r.status === 200 && redirectTo !== null }))
+    return redirectTo;
+  countFailure("EmailCodeVerify", res, "session", "code not accepted");
+  return null;
 }
 
 /**

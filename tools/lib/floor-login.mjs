@@ -22,9 +22,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Miniflare } from "miniflare";
 import { freePort, localRateLimiter } from "../../scripts/stack.mjs";
-import { REPO, tmpfsDir } from "./k6-stack.mjs";
+import { esmWorker, REPO, scratchMiniflare, tmpfsDir } from "./k6-stack.mjs";
 import { workerdPids } from "./proc.mjs";
 
 /** @typedef {"keyway" | "minimal"} FloorOps */
@@ -131,9 +130,6 @@ export default {
   },
 };`;
 
-/** @param {string} contents */
-const module = (contents) => ({ mainModule: "index.js", modules: { "index.js": { type: "esm", contents } } });
-
 /**
  * The floor as a tools/bench.mjs target.
  * @param {{ ops: FloorOps, productionShaped?: boolean }} o
@@ -158,52 +154,44 @@ export async function floorTarget({ ops, productionShaped = false }) {
         }
       : { type: "rate-limit", namespace, simple: { limit: 1_000_000, period: 60 } };
   const socket = (/** @type {number} */ p) => ({ dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port: p }] } });
-  const mf = new Miniflare({
-    host: "127.0.0.1",
-    port: 0,
-    cf: false,
-    enableDevRegistry: false,
-    telemetry: { enabled: false },
-    resourcePersistencePath: join(tmp, "state"),
-    workers: [
-      {
-        config: {
-          name: "floor-gateway",
-          compatibilityDate: "2026-11-01",
-          manifest: module(GATEWAY),
-          env: { AUTH: { type: "worker", worker: "floor-auth" }, TOKEN: { type: "worker", worker: "floor-token" } },
-        },
-        ...socket(port),
+  const mf = scratchMiniflare(join(tmp, "state"), [
+    {
+      config: {
+        name: "floor-gateway",
+        compatibilityDate: "2026-11-01",
+        manifest: esmWorker(GATEWAY),
+        env: { AUTH: { type: "worker", worker: "floor-auth" }, TOKEN: { type: "worker", worker: "floor-token" } },
       },
-      {
-        config: {
-          name: "floor-auth",
-          compatibilityDate: "2026-11-01",
-          manifest: module(AUTH(ops)),
-          env: { STORE: stores, IP_GENERATE: limiter("1001"), IP_VERIFY: limiter("1002") },
-        },
-        ...(productionShaped ? socket(authPort) : {}),
+      ...socket(port),
+    },
+    {
+      config: {
+        name: "floor-auth",
+        compatibilityDate: "2026-11-01",
+        manifest: esmWorker(AUTH(ops)),
+        env: { STORE: stores, IP_GENERATE: limiter("1001"), IP_VERIFY: limiter("1002") },
       },
-      {
-        config: {
-          name: "floor-token",
-          compatibilityDate: "2026-11-01",
-          manifest: module(TOKEN(ops)),
-          env: { STORE: stores },
-        },
-        ...(productionShaped ? socket(tokenPort) : {}),
+      ...(productionShaped ? socket(authPort) : {}),
+    },
+    {
+      config: {
+        name: "floor-token",
+        compatibilityDate: "2026-11-01",
+        manifest: esmWorker(TOKEN(ops)),
+        env: { STORE: stores },
       },
-      {
-        config: {
-          name: "floor-stores",
-          compatibilityDate: "2026-11-01",
-          manifest: module(STORES),
-          exports: { Store: { type: "durable-object", storage: "sqlite" } },
-        },
+      ...(productionShaped ? socket(tokenPort) : {}),
+    },
+    {
+      config: {
+        name: "floor-stores",
+        compatibilityDate: "2026-11-01",
+        manifest: esmWorker(STORES),
+        exports: { Store: { type: "durable-object", storage: "sqlite" } },
       },
-      ...(productionShaped ? [localRateLimiter()] : []),
-    ],
-  });
+    },
+    ...(productionShaped ? [localRateLimiter()] : []),
+  ]);
   try {
     await mf.ready;
   } catch (err) {

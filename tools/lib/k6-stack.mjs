@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Miniflare } from "miniflare";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
 import { freePort, startStack } from "../../scripts/stack.mjs";
 
@@ -166,5 +167,27 @@ export function exitOf(child) {
   return new Promise((resolveExit) => {
     child.on("error", () => resolveExit(1));
     child.on("close", (code, signal) => resolveExit(code ?? (signal ? 128 : 1)));
+  });
+}
+
+/** An ES module Worker from its source, for scratchMiniflare. @param {string} contents */
+export function esmWorker(contents) {
+  return { mainModule: "index.js", modules: { "index.js": { type: "esm", contents } } };
+}
+
+/**
+ * A throwaway workerd of the tools' own Workers (npm run cost-model, the bench's floor): no Request.cf
+ * download (offline), no dev registry, no telemetry, its state under `persistTo`.
+ * @param {string} persistTo @param {import("miniflare").WorkerOptions[]} workers
+ */
+export function scratchMiniflare(persistTo, workers) {
+  return new Miniflare({
+    host: "127.0.0.1",
+    port: 0,
+    cf: false,
+    enableDevRegistry: false,
+    telemetry: { enabled: false },
+    resourcePersistencePath: persistTo,
+    workers,
   });
 }
