@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { floorTarget } from "./lib/floor-login.mjs";
 // npm run smoke (the last part of npm test): about 20 s of k6/full-login.js at 5 logins/s against a
 // freshly started stack (scripts/stack.mjs, the `npm start` runtime) on a free port, with fresh secrets,
 // a temporary state folder, raised per-IP quotas and three regions, logins coming from Japan, Germany
@@ -11,6 +10,8 @@ import { floorTarget } from "./lib/floor-login.mjs";
 // k6 is built by tools/k6-install.mjs when missing, which needs Go. Without Go the smoke is skipped
 // with a warning, unless CI is set (.ci/run sets it): CI never skips.
 //   npm run smoke [-- extra k6 args]      RATE, RAMP, HOLD, P95_MS, SUCCESS_RATE override the defaults
+
+import { floorTarget } from "./lib/floor-login.mjs";
 import {
   exitOf,
   FULL_LOGIN,
