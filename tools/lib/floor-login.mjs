@@ -19,11 +19,10 @@
 // Shaped as `npm start` (a gateway Worker on the socket, service-binding hops, Miniflare's Rate Limiting,
 // state on disk) or, with `productionShaped`, as scripts/stack.mjs's production shape (op-auth's and
 // op-token's stand-ins on their own ports, the in-memory limiter, state on a tmpfs).
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { freePort, localRateLimiter } from "../../scripts/stack.mjs";
-import { esmWorker, REPO, scratchMiniflare, tmpfsDir } from "./k6-stack.mjs";
+import { esmWorker, REPO, scratchDir, scratchMiniflare } from "./k6-stack.mjs";
 import { workerdPids } from "./proc.mjs";
 
 /** @typedef {"keyway" | "minimal"} FloorOps */
@@ -136,9 +135,7 @@ export default {
  * @returns {Promise<import("./bench-targets.mjs").Target>}
  */
 export async function floorTarget({ ops, productionShaped = false }) {
-  const base = productionShaped ? tmpfsDir() : tmpdir();
-  if (!base) throw new Error("the production-shaped floor keeps its state on a tmpfs at /dev/shm, and there is none");
-  const tmp = mkdtempSync(join(base, "keyway-floor-"));
+  const tmp = scratchDir("keyway-floor-", productionShaped);
   const port = await freePort();
   const authPort = productionShaped ? await freePort() : 0;
   const tokenPort = productionShaped ? await freePort() : 0;

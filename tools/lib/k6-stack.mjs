@@ -81,9 +81,7 @@ export async function startLoadStack({
   stateInMemory = false,
 } = {}) {
   if (stateInMemory && dataset) throw new Error("a dataset's state outlives the stack: it cannot be in memory");
-  const tmpfs = stateInMemory ? tmpfsDir() : null;
-  if (stateInMemory && !tmpfs) throw new Error("stateInMemory needs a writable tmpfs at /dev/shm, and there is none");
-  const tmp = mkdtempSync(join(tmpfs ?? tmpdir(), "keyway-load-"));
+  const tmp = scratchDir("keyway-load-", stateInMemory);
   let secrets = generateSecrets();
   if (dataset) {
     mkdirSync(dataset, { recursive: true });
@@ -128,6 +126,17 @@ export async function startLoadStack({
       }
     },
   };
+}
+
+/**
+ * A fresh temporary folder named from `prefix`: on a tmpfs when `inMemory` (an error when the machine
+ * has none), else in the system's temporary folder.
+ * @param {string} prefix @param {boolean} inMemory
+ */
+export function scratchDir(prefix, inMemory) {
+  const base = inMemory ? tmpfsDir() : tmpdir();
+  if (!base) throw new Error("state in memory needs a writable tmpfs at /dev/shm, and there is none");
+  return mkdtempSync(join(base, prefix));
 }
 
 /** A tmpfs folder this user can write (/dev/shm, mounted as tmpfs), or null when there is none. */
