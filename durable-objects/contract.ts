@@ -394,6 +394,8 @@ export interface LoginRef {
   sub: string;
   /** When the person signed in (s, `auth_time`). */
   authTime: number;
+  /** When the login's organization claims were read (s): a grant change since ends the login. */
+  claimsAt?: number;
 }
 
 // ---- MailOutbox: a one-time-code mail waiting for a retry.
@@ -529,6 +531,11 @@ export interface LoginClaims {
   /** The client template's claims, by name. */
   extra?: { [claim: string]: AttributeValue | { [id: string]: string[] } };
   truncated?: true;
+  /**
+   * When the user's grants were read for these claims (s). A change to the user's grants after it ends
+   * the login's code, which would otherwise carry what the change took away (issue 38 item 3).
+   */
+  at?: number;
 }
 
 export interface EntityRow {

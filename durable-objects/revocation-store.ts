@@ -6,8 +6,9 @@ import { SPENT_CODES_TABLE, spendCode } from "./spent-codes";
  * Revocation marks. A login's tokens are all placed in the shard its `sid` names, so one call checks
  * a token's `jti`, its grant and its session together, and one call revokes a whole session or grant.
  * A revoked or deleted user is marked in every shard (`user:<id>` with the time of the revoke), so the
- * same one call also says whether the login's user was revoked after it began. A mark lives as long
- * as the longest token it can affect.
+ * same one call also says whether the login's user was revoked after it began; and a user whose
+ * organization grants changed (`claims:<id>`), whether the claims a login carries are older than that.
+ * A mark lives as long as the longest token it can affect.
  */
 export class RevocationStore extends ShardStore {
   protected schema(): string[] {
@@ -79,6 +80,23 @@ export class RevocationStore extends ShardStore {
   }
 
   /**
+   * The users' grants changed at `at` (ms): a login whose organization claims were read before then
+   * issues no code's tokens (`claims:<id>`). Marks live as long as a login's claims travel sealed
+   * (its transaction, then its code); a refresh reads the grants afresh.
+   */
+  async markClaimsChanged(userIds: string[], at: number, expiresAt: number): Promise<void> {
+    for (const userId of userIds)
+      this.sql.exec(
+        `INSERT INTO revoked (key, expires_at, at) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE
+         SET at = MAX(COALESCE(at, 0), excluded.at), expires_at = MAX(expires_at, excluded.expires_at)`,
+        `claims:${userId}`,
+        expiresAt,
+        at,
+      );
+    await this.expireAt(expiresAt);
+  }
+
+  /**
    * Records `key` until `expiresAt` and says whether it was new: a client assertion's jti is good
    * once (RFC 7523 §3 item 7).
    */
@@ -107,13 +125,17 @@ export class RevocationStore extends ShardStore {
 
   // Not a verb: a verb calling another would count as two calls (countVerbCalls).
   #ended(login: LoginRef): boolean {
+    // Claims read in the same second as a change count as read before it: refused, the safe side.
+    const claimsKey = login.claimsAt === undefined ? "" : `claims:${login.sub}`;
     return (
       this.sql
         .exec(
-          "SELECT 1 FROM revoked WHERE key = ? OR (key = ? AND at >= ?) LIMIT 1",
+          "SELECT 1 FROM revoked WHERE key = ? OR (key = ? AND at >= ?) OR (key = ? AND at >= ?) LIMIT 1",
           `sid:${login.sid}`,
           `user:${login.sub}`,
           login.authTime * 1000,
+          claimsKey,
+          (login.claimsAt ?? 0) * 1000,
         )
         .toArray().length > 0
     );

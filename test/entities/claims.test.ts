@@ -5,8 +5,10 @@ import { loadConfig } from "../../workers/shared/config";
 import { routeKey } from "../../workers/shared/router";
 import {
   authorizeQuery,
+  Browser,
   codeFromSession,
   fullLogin,
+  latestCode,
   loginForCode,
   pinClock,
   pkce,
@@ -310,6 +312,71 @@ describe("a grant change reaches the next tokens", () => {
     aMinuteLater();
     const after = await fullLogin(client2, user.email, { extra: { organization: org.id } });
     expect((await claimsOf(after.tokens)).id.org_name).toBe("Shifted");
+  });
+});
+
+describe("a grant change reaches a login under way (issue 38 item 3)", () => {
+  /** A login for `org` up to its verified code: the `redirect_to` that issues the code is not yet followed. */
+  async function verifiedLogin(client: TestClient, email: string, org: string, scope = "openid email offline_access") {
+    const browser = new Browser();
+    const { verifier, challenge } = await pkce();
+    const tx = await browser.startLogin(client, challenge, { organization: org, scope });
+    expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    const ver = await browser.postJson("/email-code/verify", { tx, email, code: await latestCode(email) });
+    expect(ver.status, await ver.clone().text()).toBe(200);
+    const { redirect_to } = (await ver.json()) as { redirect_to: string };
+    const codeOf = async () => {
+      const fin = await browser.fetch(redirect_to);
+      expect(fin.status).toBe(302);
+      return new URL(fin.headers.get("location") as string).searchParams.get("code") as string;
+    };
+    return { browser, verifier, codeOf };
+  }
+
+  it("a membership removed after the verify: the login's code issues nothing, before or after the code step", async () => {
+    const org = await createOrganization("Mid-login");
+    const user = await createUser();
+    await addMember(org.id, user.id, ["admin"]);
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+
+    // Without offline_access the code is spent in the login's RevocationStore shard (token.ts).
+    // Removed between the verify and the code step.
+    const early = await verifiedLogin(client, user.email, org.id, "openid email");
+    aMinuteLater();
+    // Removed between the code step and the redemption, on a second login.
+    await addMember(org.id, user.id, ["admin"]);
+    aMinuteLater();
+    const late = await verifiedLogin(client, user.email, org.id, "openid email");
+    const lateCode = await late.codeOf();
+    aMinuteLater();
+    expect((await scoped()(`/organizations/${org.id}/members/${user.id}`, { method: "DELETE" })).status).toBe(204);
+
+    for (const [code, verifier] of [
+      [await early.codeOf(), early.verifier],
+      [lateCode, late.verifier],
+    ] as const) {
+      const res = await redeem(client, code, verifier);
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ error: "invalid_grant" });
+    }
+  });
+
+  it("changed roles after the verify: refused; a login verified after the change carries the new roles", async () => {
+    const org = await createOrganization("Demoted");
+    const user = await createUser();
+    await addMember(org.id, user.id, ["admin"]);
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+    const stale = await verifiedLogin(client, user.email, org.id);
+    aMinuteLater();
+    await addMember(org.id, user.id, ["viewer"]);
+    // With offline_access the code is spent by its refresh family (token.ts): the same check holds there.
+    const res = await redeem(client, await stale.codeOf(), stale.verifier);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ error: "invalid_grant" });
+
+    aMinuteLater();
+    const fresh = await fullLogin(client, user.email, { extra: { organization: org.id } });
+    expect((await claimsOf(fresh.tokens)).id).toMatchObject({ org_id: org.id, org_roles: ["viewer"] });
   });
 });
 

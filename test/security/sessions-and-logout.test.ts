@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   authorizeQuery,
   Browser,
+  call,
   fullLogin,
   ISSUER,
   latestCode,
@@ -51,6 +52,20 @@ describe("E1: session cookie attributes on an https issuer", () => {
     expect(cleared?.value).toBe("");
     expect(cleared?.attrs).toEqual(expect.arrayContaining(["Path=/", "Secure", "Max-Age=0"]));
     expect(cleared?.attrs.some((a) => /^domain=/i.test(a))).toBe(false);
+  });
+});
+
+describe("HSTS on an https issuer (issue 38 item 9)", () => {
+  it("every Worker sends Strict-Transport-Security over https, errors included, and none over http", async () => {
+    const issuer = "https://id.example.com";
+    const e = withVars({ ISSUER: issuer });
+    // op-auth, op-token and op-mgmt, a success and an error each.
+    for (const path of ["/.well-known/openid-configuration", "/jwks.json", "/admin/v1/clients", "/no-such-path"]) {
+      const res = await call(`${issuer}${path}`, {}, e);
+      expect(res.headers.get("Strict-Transport-Security"), path).toBe("max-age=63072000");
+    }
+    for (const path of ["/.well-known/openid-configuration", "/jwks.json"])
+      expect((await call(`${ISSUER}${path}`)).headers.get("Strict-Transport-Security"), path).toBeNull();
   });
 });
 

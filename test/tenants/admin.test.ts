@@ -193,8 +193,16 @@ describe("tenant-scoped admin keys", () => {
       (await admin(`/tenants/${a.id}/shards`, { method: "POST", json: { store: "session", shards: 4 } })).status,
     ).toBe(404);
     expect((await admin("/admin-keys")).status).toBe(404);
-    // The deployment's shards, read-only, are a tenant's route too (CONTRACT §8: every §5 route).
-    expect((await withKey(`/tenants/${a.id}/shards`)).status).toBe(200);
+    // The deployment's shards, read-only, are a tenant's route too (CONTRACT §8: every §5 route), but
+    // only each store's count and generation: the regions and their history are the platform's (issue 38 item 2).
+    const tenantShards = await withKey(`/tenants/${a.id}/shards`);
+    expect(tenantShards.status).toBe(200);
+    const view = (await tenantShards.json()) as Record<string, unknown>;
+    expect(Object.keys(view)).toEqual(["stores"]);
+    for (const store of Object.values(view.stores as Record<string, Record<string, unknown>>))
+      expect(Object.keys(store).sort()).toEqual(["generation", "shards"]);
+    const platformShards = (await (await admin("/shards")).json()) as Record<string, unknown>;
+    expect(platformShards).toHaveProperty("regions");
     // A key lists its tenant's keys but cannot mint more, nor revoke.
     expect((await withKey(`/tenants/${a.id}/admin-keys`)).status).toBe(200);
     const minted = await withKey(`/tenants/${a.id}/admin-keys`, {

@@ -47,6 +47,9 @@ export { admitNewWork } from "./admission";
  * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503
  * and logs why), every error rendered by `errorResponse`, unknown paths 404 in the same shape.
  */
+/** Two years, the value the HSTS preload list asks for (hstspreload.org). */
+const HSTS = "max-age=63072000";
+
 /** A route by its first two path segments: `/__dev/mailbox/<email>` and `/token` alike. */
 const routeKeyOf = (path: string) => path.split("/").slice(0, 3).join("/");
 
@@ -64,6 +67,9 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     const scope: Parameters<typeof inRequest>[0] = { requestId };
     await inRequest(scope, next);
     const headers: [string, string][] = [["X-Request-Id", requestId]];
+    // RFC 6797 §7.1: HSTS only on a secure transport (an http response's header is ignored anyway).
+    // No includeSubDomains: the issuer's host may share a parent domain with sites Keyway does not run.
+    if (c.req.url.startsWith("https:")) headers.push(["Strict-Transport-Security", HSTS]);
     if (scope.trace) headers.push(["X-Keyway-Store-Trace", formatTrace(scope.trace)]);
     try {
       for (const [k, v] of headers) c.res.headers.set(k, v);

@@ -104,11 +104,13 @@ export const PICKER_MAX = 50;
 /**
  * A login's claims from the user's snapshot, the client's template and the `organization` the
  * request named. Nothing to add (no template, no organization asked for) is `claims: undefined`.
+ * `readAt` (s), for claims that travel sealed to a code: when the snapshot was read (LoginClaims.at).
  */
 export function projectClaims(
   snapshot: ClaimsSnapshot | undefined,
   template: TokenClaimsTemplate | null,
   organization: string | undefined,
+  readAt?: number,
 ): Projection {
   if (!template && organization === undefined) return { status: "ok", claims: undefined };
   const grants = snapshot?.grants ?? [];
@@ -154,7 +156,9 @@ export function projectClaims(
   }
   if (Object.keys(extra).length) claims.extra = extra;
   if (truncated) claims.truncated = true;
-  return { status: "ok", claims: Object.keys(claims).length ? claims : undefined };
+  if (!Object.keys(claims).length) return { status: "ok", claims: undefined };
+  if (readAt !== undefined) claims.at = Math.floor(readAt);
+  return { status: "ok", claims };
 }
 
 function claimValue(source: string, org: SnapshotGrant | undefined, grants: SnapshotGrant[]): ClaimValue | undefined {

@@ -274,6 +274,23 @@ export async function revokeUserEverywhere(env: Env, config: Config, userId: str
   );
 }
 
+/**
+ * Users whose organization grants lost or changed something (issue 38 item 3): a mark in every
+ * revocation shard, since their logins' sids may name any, so that a login verified before the change
+ * redeems no code carrying what was taken away. Called after the new claims are pushed, with the time
+ * then: a login that read them before it is refused, one that read the new claims is not. The mark
+ * lasts as long as claims travel sealed (a login's transaction, then its code).
+ */
+export async function markClaimsChangedEverywhere(env: Env, config: Config, userIds: string[]): Promise<void> {
+  if (userIds.length === 0) return;
+  const at = Date.now();
+  const horizon = at + (config.POLICY.login_tx_ttl_seconds + config.POLICY.code_ttl_seconds) * 1000;
+  const unique = [...new Set(userIds)];
+  await Promise.all(
+    allShards(config, "revocation").map((ref) => shard(env, "revocation", ref).markClaimsChanged(unique, at, horizon)),
+  );
+}
+
 /** Revokes a session's or grant's tokens in the revocation shard its sid names. */
 export async function revokeInSidShard(env: Env, config: Config, sid: string, keys: string[]): Promise<void> {
   const parsed = parseId(config, "sid", sid);

@@ -100,7 +100,7 @@ async function answerFromSession(
   if (!client.token_claims && request.organization === undefined)
     return redirectWithCode(config, request, live.session);
   const snapshot = await currentClaims(c.env, config, live.user);
-  const projection = projectClaims(snapshot, client.token_claims, request.organization);
+  const projection = projectClaims(snapshot, client.token_claims, request.organization, Date.now() / 1000);
   if (projection.status === "denied") throw accessDenied(request, projection.reason);
   if (projection.status === "pick") {
     if (request.prompts.has("none"))

@@ -301,7 +301,9 @@ export const verifyCode = loginPost("verify", async (c, post) => {
     c.executionCtx.waitUntil(challenges.rememberUser(emailKey, known, now).catch(() => undefined));
   }
   const user = { id: userId, email };
-  const claims = loginOutcome(projectClaims(snapshot, post.tx.template ?? null, post.tx.request.organization));
+  const claims = loginOutcome(
+    projectClaims(snapshot, post.tx.template ?? null, post.tx.request.organization, now / 1000),
+  );
 
   // A new session every time, in the transaction's shard, stored when `redirect_to` is followed (it
   // carries the login sealed: login-tx.ts). Any session cookie the browser brought is replaced, never

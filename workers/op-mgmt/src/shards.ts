@@ -26,6 +26,16 @@ import { body } from "./validation";
 export function listShards(c: Context<AppEnv>): Response {
   const config = c.get("config");
   const now = Date.now();
+  // Under a tenant (CONTRACT §5, §8: every §5 route is a tenant's too) only what §5 promises: each
+  // store's current generation and count. The regions, their jurisdictions and the generations'
+  // history are the deployment's layout, not a tenant's to read (issue 38 item 2).
+  if (c.get("tenantRoute").via === "path") {
+    const current = (store: (typeof LIVE_STORES)[number]) => {
+      const generation = currentGeneration(config.SHARDS, store, now);
+      return [store, { generation, shards: config.SHARDS[store][generation] }];
+    };
+    return json({ stores: Object.fromEntries(LIVE_STORES.map(current)) });
+  }
   const storesOf = (shards: ShardConfig) =>
     Object.fromEntries(
       LIVE_STORES.map((store) => {

@@ -1,5 +1,11 @@
 import type { Context } from "hono";
-import type { AuditEvent, FamilyGrant, RedeemResult, StartCodeFamilyResult } from "../../../durable-objects/contract";
+import type {
+  AuditEvent,
+  FamilyGrant,
+  LoginRef,
+  RedeemResult,
+  StartCodeFamilyResult,
+} from "../../../durable-objects/contract";
 import { type AppEnv, admitNewWork } from "../../shared/app";
 import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf } from "../../shared/audit";
 import type { AuditInput } from "../../shared/audit-event";
@@ -170,7 +176,7 @@ async function prepareLoginGrant(
     sidRef
       ? checkLogin
         ? checkLogin(grantId, sidRef)
-        : shard(env, "revocation", sidRef.ref).loginEnded({ sid: grant.sid, sub: grant.sub, authTime: grant.auth_time })
+        : shard(env, "revocation", sidRef.ref).loginEnded(loginRefOf(grant))
       : true,
     family,
   ]);
@@ -188,6 +194,14 @@ async function prepareLoginGrant(
   const spent = made.value;
   return { plan, ended: checked.value, familyRef, ...(spent ? { spent } : {}) };
 }
+
+/** What the sid's shard checks of a login: its session, its user, and how old its claims are. */
+const loginRefOf = (grant: FamilyGrant): LoginRef => ({
+  sid: grant.sid,
+  sub: grant.sub,
+  authTime: grant.auth_time,
+  ...(grant.claims?.at !== undefined ? { claimsAt: grant.claims.at } : {}),
+});
 
 /** The OIDC scopes are a person's; a client acting as itself is given only the API scopes it holds. */
 const PERSON_SCOPES = new Set(["openid", "email", "profile", "offline_access"]);
@@ -309,7 +323,7 @@ async function redeemCode(
     opened.spend === "login" && !familySpends
       ? async (grantId, sidRef) => {
           const redeemed = await shard(env, "revocation", sidRef.ref).redeemCodeForLogin({
-            login: { sid: grant.sid, sub: grant.sub, authTime: grant.auth_time },
+            login: loginRefOf(grant),
             codeHash: opened.hash,
             grantId: good ? grantId : null,
             sid: grant.sid,

@@ -21,6 +21,7 @@ import {
   shardsIn,
 } from "../../../shared/router";
 import { type shard, shardNamed } from "../../../shared/stores";
+import { markClaimsChangedEverywhere } from "../../../shared/tokens";
 import { type EntityType, grantPermissions } from "./model";
 
 /**
@@ -262,6 +263,8 @@ export async function writeGrants(
     await Promise.all([...users].map(async ([id, email]) => [id, await auditEmailKey(config, email)] as const)),
   );
   const snapshots: ChangedClaims[] = [];
+  // Grants changed in place (roles, permissions): a login holding the old ones must not redeem them.
+  const narrowed: string[] = [];
   await Promise.all(
     [...group(ready, (r) => r.item.subject.entity_shard)].map(async ([address, list]) => {
       const writes: GrantWrite[] = list.map((r) => ({
@@ -281,11 +284,13 @@ export async function writeGrants(
           status: out.created[i] ? "created" : out.changed[i] ? "updated" : "unchanged",
           permissions: r.permissions,
         };
+        if (out.changed[i] && !out.created[i] && r.item.subject.kind === "user") narrowed.push(r.item.subject.id);
       });
       snapshots.push(...out.snapshots);
     }),
   );
   await pushClaims(env, config, snapshots, now);
+  await markClaimsChangedEverywhere(env, config, narrowed);
   return outcomes;
 }
 
@@ -296,7 +301,13 @@ export async function removeGrant(env: Env, config: Config, subject: GrantSubjec
   const out = await stubAt(env, subject.entity_shard).removeGrants(config.TENANT, [{ subject: subject.id, target }]);
   await Promise.all([
     stubAt(env, shardAddress(ref)).releaseGrant(target, [subject.id]),
-    pushClaims(env, config, out.snapshots, now),
+    pushClaims(env, config, out.snapshots, now).then(() =>
+      markClaimsChangedEverywhere(
+        env,
+        config,
+        out.snapshots.map((s) => s.subject),
+      ),
+    ),
   ]);
   return out.changed[0] === true;
 }
@@ -330,6 +341,11 @@ export async function deleteEntity(env: Env, config: Config, id: string, now: nu
       ),
     );
     await pushClaims(env, config, changed.flat(), now);
+    await markClaimsChangedEverywhere(
+      env,
+      config,
+      changed.flat().map((s) => s.subject),
+    );
     await home.releaseGrant(
       id,
       page.grantees.map((g) => g.subject),
