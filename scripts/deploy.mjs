@@ -198,7 +198,15 @@ export function productionConfigs(o, databaseId) {
       main: base.main,
       compatibility_date: base.compatibility_date,
       compatibility_flags: base.compatibility_flags,
+      // Requests reach the Workers only through the zone's routes, where Cloudflare's edge sets
+      // CF-Connecting-IP (a client's own is overwritten): no *.workers.dev address (docs/security.md).
       workers_dev: false,
+      // A production build: dev-only routes and headers (workers/shared/build.d.ts) are cut from the
+      // bundle. Minified, since esbuild drops a dead branch's statements only when minifying; the
+      // source maps go with it, so stack traces in the dashboard's logs still name the source.
+      define: { __KEYWAY_DEV__: "false" },
+      minify: true,
+      upload_source_maps: true,
       observability: { enabled: true },
       vars: productionVars(o, base.vars),
       durable_objects: { bindings: base.durable_objects.bindings },

@@ -70,7 +70,8 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     // RFC 6797 §7.1: HSTS only on a secure transport (an http response's header is ignored anyway).
     // No includeSubDomains: the issuer's host may share a parent domain with sites Keyway does not run.
     if (c.req.url.startsWith("https:")) headers.push(["Strict-Transport-Security", HSTS]);
-    if (scope.trace) headers.push(["X-Keyway-Store-Trace", formatTrace(scope.trace)]);
+    if ((typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) && scope.trace)
+      headers.push(["X-Keyway-Store-Trace", formatTrace(scope.trace)]);
     try {
       for (const [k, v] of headers) c.res.headers.set(k, v);
     } catch {
@@ -108,7 +109,12 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     if (mode === "issuer" && route.via === "path") setPathBase(`/t/${route.tenant}`);
     c.set("region", regionFor(config.REGIONS, requestGeo(c.req.raw)));
     // The latency model (tools/latency-model.mjs) asks which Durable Objects a step calls; never in production.
-    if (config.ENVIRONMENT !== "production" && c.req.header("x-keyway-trace") === "1") traceStoreCalls();
+    if (
+      (typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) &&
+      config.ENVIRONMENT !== "production" &&
+      c.req.header("x-keyway-trace") === "1"
+    )
+      traceStoreCalls();
     // A request counts as in flight once its body has arrived: a client that sends a body slowly
     // holds its own connection, never a slot new work needs, and its body has a deadline (408).
     let countedAt: number | null = null;

@@ -24,7 +24,8 @@ app.on(["GET", "POST"], "/logout", logout);
 app.on(["GET", "POST"], "/device", devicePage);
 app.post("/device/decision", deviceDecision);
 app.all("/device/decision", () => methodNotAllowed("POST"));
-app.get("/__dev/mailbox/:email", devMailbox);
+// CONTRACT §7: local only; a production build leaves the route and its module out (build.d.ts).
+if (typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) app.get("/__dev/mailbox/:email", devMailbox);
 
 /**
  * In production op-auth's route takes every path of the issuer's host but op-token's (scripts/lib/
