@@ -2,7 +2,8 @@
 // wrangler exactly as `wrangler deploy` would upload it, then run with Miniflare's API in a single
 // workerd process, with no wrangler dev proxy in front. The gateway serves the issuer origin.
 
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Log, LogLevel, Miniflare } from "miniflare";
@@ -29,7 +30,8 @@ import { wrangler } from "./lib/run.mjs";
  *   over each wrangler.toml [vars]: the secrets, plus any override (POLICY, SHARDS...). ISSUER is always
  *   the served origin.
  * @property {string} [outDir] Where the bundles go (relative to the repo root); one folder per Worker.
- * @property {boolean} [build] Bundle the Workers first (default true); false reuses what is in outDir.
+ * @property {boolean} [build] Bundle the Workers first (default true), unless outDir holds bundles of
+ *   exactly today's sources (`buildFingerprint`); false reuses what is in outDir.
  * @property {number} [inspectorPort] Open the V8 inspector of every isolate on this port (profiling).
  * @property {boolean} [productionShaped] Issue 28 item 4, for measuring: op-auth, op-token and op-mgmt also
  *   listen on ports of their own (`Stack.workerUrls`), as production routes paths on the issuer's host to each
@@ -44,6 +46,7 @@ import { wrangler } from "./lib/run.mjs";
  * @typedef {object} Stack
  * @property {string} url The issuer origin, e.g. http://127.0.0.1:8787.
  * @property {Record<string, string>} workerUrls With `productionShaped`, each op Worker's own origin by name.
+ * @property {boolean} built Whether this start bundled the Workers (false: the bundles in outDir were current).
  * @property {Miniflare} mf
  * @property {(cron: string) => Promise<void>} fireCron Runs a Cron Trigger of every Worker that has it, now.
  * @property {() => Promise<void>} dispose
@@ -88,7 +91,20 @@ export async function startStack({
   checkWritable(persistPath);
   const configs = ALL_CONFIGS.map((path) => ({ path, config: readConfig({ config: fromRoot(path) }) }));
   const bundleDir = (/** @type {string} */ name) => join(fromRoot(outDir), name);
-  if (build) await buildWorkers(configs.map(({ path, config }) => ({ path, outdir: bundleDir(config.name ?? "") })));
+  // A restart on unchanged sources reuses the bundles (issue 38 item 12: bundling was most of a restart).
+  const stampFile = join(fromRoot(outDir), ".build-fingerprint");
+  const fingerprint = build ? buildFingerprint() : "";
+  const current =
+    build &&
+    existsSync(stampFile) &&
+    readFileSync(stampFile, "utf8") === fingerprint &&
+    configs.every(({ config }) => existsSync(join(bundleDir(config.name ?? ""), "index.js")));
+  const built = build && !current;
+  if (built) {
+    rmSync(stampFile, { force: true });
+    await buildWorkers(configs.map(({ path, config }) => ({ path, outdir: bundleDir(config.name ?? "") })));
+    writeFileSync(stampFile, fingerprint);
+  }
 
   /** @type {Set<string>} Durable Object classes declared SQLite-backed by a [[migrations]] entry. */
   const sqliteClasses = new Set(
@@ -223,6 +239,7 @@ export async function startStack({
   return {
     url: issuer,
     workerUrls,
+    built,
     mf,
     fireCron,
     dispose: async () => {
@@ -355,6 +372,34 @@ function assertSupportedBindings(path, config) {
   if (config.ai) present.push("ai");
   if (present.length)
     throw new Error(`${path}: scripts/stack.mjs does not translate ${present.join(", ")} bindings yet; add them there`);
+}
+
+/** What a bundle is made of: the folders wrangler bundles from, every wrangler config, and the lock. */
+const BUILD_INPUTS = ["workers", "durable-objects", "package-lock.json", "tsconfig.json", ...ALL_CONFIGS];
+
+/**
+ * The SHA-256 of every build input's path and content, so bundles are rebuilt exactly when a source,
+ * a config or a dependency changed (contents, not times: a checkout or a copy keeps them valid).
+ */
+export function buildFingerprint() {
+  const hash = createHash("sha256");
+  /** @param {string} rel */
+  const add = (rel) => {
+    const abs = join(ROOT, rel);
+    if (!existsSync(abs)) return;
+    const files = statSync(abs).isDirectory()
+      ? readdirSync(abs, { withFileTypes: true, recursive: true })
+          .filter((e) => e.isFile())
+          .map((e) => join(e.parentPath, e.name))
+          .sort()
+      : [abs];
+    for (const file of files) {
+      hash.update(`${file.slice(ROOT.length)}\0`);
+      hash.update(readFileSync(file));
+    }
+  };
+  for (const input of BUILD_INPUTS) add(input);
+  return hash.digest("hex");
 }
 
 /**

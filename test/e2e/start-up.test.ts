@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
-import { freePort, startStack } from "../../scripts/stack.mjs";
+import { buildFingerprint, freePort, startStack } from "../../scripts/stack.mjs";
 
 /**
  * `npm start`'s stack (scripts/stack.mjs) serves nothing until its database is migrated and seeded,
@@ -63,4 +63,51 @@ describe("npm start's stack", () => {
       }),
     ).rejects.toThrow(/state folder .*not-a-folder\/state cannot be written .*make it writable/);
   });
+
+  it("a restart on unchanged sources reuses the bundles and keeps the state (issue 38 item 12)", async () => {
+    const outDir = join(tmp, "dist-restart");
+    const persistTo = join(tmp, "state-restart");
+    const vars = generateSecrets();
+    const start = async () => startStack({ port: await freePort(), persistTo, outDir, vars, cronEverySeconds: false });
+    const first = await start();
+    let clientId: string;
+    try {
+      expect(first.built).toBe(true);
+      const made = await fetch(`${first.url}/admin/v1/clients`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${vars.ADMIN_TOKEN}`, "Content-Type": "application/json" },
+        body: JSON.stringify({
+          client_name: "survives a restart",
+          redirect_uris: ["https://rp.example.com/cb"],
+          token_endpoint_auth_method: "none",
+        }),
+      });
+      expect(made.status).toBe(201);
+      clientId = ((await made.json()) as { client_id: string }).client_id;
+    } finally {
+      await first.dispose();
+    }
+    const bundle = join(outDir, "keyway-op-auth", "index.js");
+    const bundledAt = statSync(bundle).mtimeMs;
+    expect(readFileSync(join(outDir, ".build-fingerprint"), "utf8")).toBe(buildFingerprint());
+    const second = await start();
+    try {
+      expect(second.built).toBe(false);
+      expect(statSync(bundle).mtimeMs).toBe(bundledAt);
+      const read = await fetch(`${second.url}/admin/v1/clients/${clientId}`, {
+        headers: { Authorization: `Bearer ${vars.ADMIN_TOKEN}` },
+      });
+      expect(read.status).toBe(200);
+    } finally {
+      await second.dispose();
+    }
+    // A fingerprint that no longer matches (a source changed) bundles again.
+    writeFileSync(join(outDir, ".build-fingerprint"), "stale");
+    const third = await start();
+    try {
+      expect(third.built).toBe(true);
+    } finally {
+      await third.dispose();
+    }
+  }, 180_000);
 });
