@@ -13,6 +13,7 @@ import {
   type KnownUserFound,
   LIMITS_CARRY_WINDOW_MS,
   type OtpPolicy,
+  type RestoreCode,
   type VerifyChallenge,
   type VerifyResult,
 } from "./contract";
@@ -432,7 +433,11 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
           this.#saveHomeReport(emailKey, { ...home, home: a.home, reset: 1, reset_source: a.sourceKey }, now);
           owed = true;
         }
-        return { status: "ok", user: this.#knownUser(emailKey, now) };
+        return {
+          status: "ok",
+          user: this.#knownUser(emailKey, now),
+          spent: { attempts: c.attempts, expires_at: c.expires_at },
+        };
       }
       this.sql.exec(
         "UPDATE otp_codes SET attempts = attempts + 1 WHERE email_key = ? AND tx_hash = ?",
@@ -491,6 +496,31 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       await this.#reportHome(emailKey);
     }
     return result;
+  }
+
+  /**
+   * The code a verify spent, put back for its login, as it was (its attempts and expiry), when the
+   * verify's answer never reached the person: a client that gave up waiting (a timeout under load) or
+   * a lost connection would otherwise find its code "already used" and need another mail (issue 38
+   * item 12d). Only while the code would still be live, and never over a newer code of the same login.
+   * Only the login that spent it can ask (the Worker holds its tx and the code's MAC), and no more
+   * attempts than it had are given back. The failure counts the sign-in reset stay reset.
+   */
+  async restoreCode(a: RestoreCode): Promise<boolean> {
+    if (a.spent.expires_at <= a.now) return false;
+    const restored = this.sql
+      .exec(
+        `INSERT INTO otp_codes (email_key, tx_hash, code_mac, attempts, expires_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT(email_key, tx_hash) DO NOTHING RETURNING 1`,
+        a.emailKey,
+        a.txHash,
+        a.codeMac,
+        a.spent.attempts,
+        a.spent.expires_at,
+      )
+      .toArray().length;
+    if (restored) await this.expireAt(a.spent.expires_at);
+    return restored > 0;
   }
 
   /**

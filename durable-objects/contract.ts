@@ -146,7 +146,8 @@ export interface KnownUserFound {
 }
 
 export type VerifyResult =
-  | { status: "ok"; user: KnownUserFound | null }
+  /** `spent`: the code as it was, for `restoreCode` should the answer never reach the person. */
+  | { status: "ok"; user: KnownUserFound | null; spent: SpentCode }
   /**
    * `counted`: a wrong code against a live code, counted against the address (false when there was no
    * live code to try); `locks`: that failure locked the address (issue 27 item 10: only these are
@@ -154,6 +155,21 @@ export type VerifyResult =
    */
   | { status: "invalid"; counted?: boolean; locks?: boolean }
   | { status: "locked"; retry_after: number };
+
+/** A code a verify spent: enough to put it back as it was (issue 38 item 12d). */
+export interface SpentCode {
+  attempts: number;
+  expires_at: number;
+}
+
+/** Puts back the code a verify spent when its answer could not be delivered (the client had gone). */
+export interface RestoreCode {
+  emailKey: string;
+  txHash: string;
+  codeMac: string;
+  spent: SpentCode;
+  now: number;
+}
 
 /** Wrong codes from another region, and whether a sign-in there cleared them, told to the address's home shard (issue 12). */
 export interface CountAtHome {

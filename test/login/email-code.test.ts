@@ -1,5 +1,6 @@
-import { env } from "cloudflare:test";
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import authApp from "../../workers/op-auth/src/index";
 import { auditEmailKey } from "../../workers/shared/audit";
 import { loadConfig } from "../../workers/shared/config";
 import { routeKey } from "../../workers/shared/router";
@@ -9,7 +10,9 @@ import {
   call,
   codeFromSession,
   comparableHeaders,
+  fullLogin,
   ISSUER,
+  latestCode,
   loginForCode,
   mailbox,
   openSealed,
@@ -666,6 +669,65 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     expect(new URL(none.headers.get("location") as string).searchParams.get("error")).toBe("login_required");
     // The new one works.
     expect((await codeFromSession(browser, client)).code).toMatch(/^ac_/);
+  });
+});
+
+describe("a verify whose answer never reached the person (issue 38 item 12d)", () => {
+  /**
+   * Posts a verify straight to op-auth as `browser`, with a request signal the test aborts: before the
+   * request (the client had gone while it queued), or at the first `waitUntil` the verify makes, which
+   * comes after the code is spent (ending the browser's earlier session), as a client's timeout would.
+   */
+  async function verifyCutOff(browser: Browser, body: object, abortAt: "before" | "after-spend") {
+    const controller = new AbortController();
+    if (abortAt === "before") controller.abort();
+    const real = createExecutionContext();
+    const ctx = {
+      ...real,
+      waitUntil(p: Promise<unknown>) {
+        controller.abort();
+        real.waitUntil(p);
+      },
+      passThroughOnException: () => real.passThroughOnException(),
+    } as ExecutionContext;
+    const res = await authApp.fetch(
+      new Request(`${ISSUER}/email-code/verify`, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          Cookie: [...browser.cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+          "CF-Connecting-IP": browser.ip,
+        },
+        body: JSON.stringify(body),
+        signal: controller.signal,
+      }),
+      env as never,
+      ctx,
+    );
+    await waitOnExecutionContext(real);
+    expect(controller.signal.aborted).toBe(true);
+    return res;
+  }
+
+  it("the code stays usable: cut off after the spend, or before it, trying it again signs in", async () => {
+    const client = await registerClient();
+    // The browser's earlier session makes the verify end it in a waitUntil, after the code is spent.
+    const { browser } = await fullLogin(client);
+    for (const abortAt of ["after-spend", "before"] as const) {
+      const email = uniqueEmail(`cut-${abortAt}`);
+      const { challenge } = await pkce();
+      // prompt=login: the session would otherwise answer the request at once.
+      const tx = await browser.startLogin(client, challenge, { prompt: "login" });
+      expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+      const code = await latestCode(email);
+      const cut = await verifyCutOff(browser, { tx, email, code }, abortAt);
+      // What the request answered reached no one; what matters is the code afterwards.
+      expect(cut.status, abortAt).toBe(abortAt === "before" ? 503 : 200);
+      const again = await browser.postJson("/email-code/verify", { tx, email, code });
+      expect(again.status, `${abortAt}: ${await again.clone().text()}`).toBe(200);
+      // Delivered once, the code is spent as before.
+      await expectJsonError(await browser.postJson("/email-code/verify", { tx, email, code }), 400, "invalid_code");
+    }
   });
 });
 

@@ -50,10 +50,34 @@ describe("ChallengeStore", () => {
       expires_in: 300,
       resend_after: 60,
     });
-    expect(await verify(s, ek, "tx1", "mac-right", T0 + 1000, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx1", "mac-right", T0 + 1000, P)).toMatchObject({ status: "ok", user: null });
     // Success consumes the challenge: the same code never works twice.
     expect(await verify(s, ek, "tx1", "mac-right", T0 + 2000, P)).toMatchObject({ status: "invalid" });
     expect(await sql(s, "SELECT * FROM otp_codes WHERE email_key = ?", ek)).toEqual([]);
+  });
+
+  it("puts back a spent code as it was, for its login only, while it would be live (issue 38 item 12d)", async () => {
+    const s = fresh();
+    const ek = key();
+    await issue(s, ek, "tx1", "mac-right", T0, P);
+    expect((await verify(s, ek, "tx1", "mac-wrong", T0 + 10, P)).status).toBe("invalid");
+    const ok = await verify(s, ek, "tx1", "mac-right", T0 + 20, P);
+    if (ok.status !== "ok") throw new Error("not verified");
+    expect(ok.spent).toEqual({ attempts: 1, expires_at: T0 + 300_000 });
+    const restore = (now: number, txHash = "tx1") =>
+      s.restoreCode({ emailKey: ek, txHash, codeMac: "mac-right", spent: ok.spent, now });
+    expect(await restore(T0 + 30)).toBe(true);
+    // As it was: its one wrong attempt still counts (4 more wrong ones end it), its expiry unchanged.
+    expect(await sql(s, "SELECT attempts, expires_at FROM otp_codes WHERE email_key = ?", ek)).toEqual([
+      { attempts: 1, expires_at: T0 + 300_000 },
+    ]);
+    expect((await verify(s, ek, "tx1", "mac-right", T0 + 40, P)).status).toBe("ok");
+    // Never past its expiry, and never over a newer code of the same login.
+    expect(await restore(T0 + 300_000)).toBe(false);
+    await issue(s, ek, "tx1", "mac-newer", T0 + 61_000, P);
+    expect(await restore(T0 + 61_010)).toBe(false);
+    expect((await verify(s, ek, "tx1", "mac-right", T0 + 61_020, P)).status).toBe("invalid");
+    expect((await verify(s, ek, "tx1", "mac-newer", T0 + 61_030, P)).status).toBe("ok");
   });
 
   it("counts a wrong code as an attempt without burning the code (1-4 wrong, then right)", async () => {
@@ -65,7 +89,7 @@ describe("ChallengeStore", () => {
         expect(await verify(s, ek, "tx", `mac-wrong-${i}`, T0 + i, P)).toMatchObject({ status: "invalid" });
       const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM otp_codes WHERE email_key = ?", ek);
       expect(row?.attempts).toBe(wrong);
-      expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toEqual({ status: "ok", user: null });
+      expect(await verify(s, ek, "tx", "mac-right", T0 + 10, P)).toMatchObject({ status: "ok", user: null });
     }
   });
 
@@ -95,7 +119,7 @@ describe("ChallengeStore", () => {
     // The foreign attempt does not count against the owner's challenge.
     const [row] = await sql<{ attempts: number }>(s, "SELECT attempts FROM otp_codes WHERE email_key = ?", ek);
     expect(row?.attempts).toBe(0);
-    expect(await verify(s, ek, "tx-a", "mac-right", T0 + 2, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx-a", "mac-right", T0 + 2, P)).toMatchObject({ status: "ok", user: null });
   });
 
   it("locks out the source that spent an address's failures, not the person; every source together has a bound (issue 15)", async () => {
@@ -118,7 +142,7 @@ describe("ChallengeStore", () => {
     });
     // The person (source B) still gets a code and signs in with it.
     expect((await issue(s, ek, "own", "mac-own", T0 + 120_000, P, "src-b")).ok).toBe(true);
-    expect(await verify(s, ek, "own", "mac-own", T0 + 120_001, P, "src-b")).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "own", "mac-own", T0 + 120_001, P, "src-b")).toMatchObject({ status: "ok", user: null });
     // Her success clears the address's count and her own; the attacker's source stays locked for its hour.
     expect((await verify(s, ek, "atk-2", "mac-atk-2", T0 + 120_002, P, "src-a")).status).toBe("locked");
     const rows = await sql<{ source_key: string; failures: number }>(
@@ -168,7 +192,7 @@ describe("ChallengeStore", () => {
     expect((await verify(s, ek, "tx-2", "mac-2", t4, p)).status).toBe("locked");
     const after = last + 24 * HOUR;
     expect((await issue(s, ek, "tx-4", "mac-4", after, p)).ok).toBe(true);
-    expect(await verify(s, ek, "tx-4", "mac-4", after + 1, p)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx-4", "mac-4", after + 1, p)).toMatchObject({ status: "ok", user: null });
 
     // A success ends a run: 29 wrong, then the right code, then 29 wrong again, and no lock.
     const s2 = fresh();
@@ -229,7 +253,7 @@ describe("ChallengeStore", () => {
     // After the hour: a new code and a success.
     const t4 = T0 + HOUR + 1;
     expect((await issue(s, ek, "tx4", "mac-4", t4, P)).ok).toBe(true);
-    expect(await verify(s, ek, "tx4", "mac-4", t4 + 1, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx4", "mac-4", t4 + 1, P)).toMatchObject({ status: "ok", user: null });
   });
 
   it("resets the failure count on success", async () => {
@@ -242,7 +266,7 @@ describe("ChallengeStore", () => {
     expect(
       (await sql<{ failures: number }>(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek))[0],
     ).toEqual({ failures: 8 });
-    expect(await verify(s, ek, "tx2", "mac-2", T0 + 61_000, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx2", "mac-2", T0 + 61_000, P)).toMatchObject({ status: "ok", user: null });
     expect(
       (await sql<{ failures: number }>(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek))[0],
     ).toEqual({ failures: 0 });
@@ -293,7 +317,7 @@ describe("ChallengeStore", () => {
     await issue(s, ek, "tx", "mac-old", T0, P);
     await issue(s, ek, "tx", "mac-new", T0 + 60_000, P);
     expect(await verify(s, ek, "tx", "mac-old", T0 + 61_000, P)).toMatchObject({ status: "invalid" });
-    expect(await verify(s, ek, "tx", "mac-new", T0 + 62_000, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx", "mac-new", T0 + 62_000, P)).toMatchObject({ status: "ok", user: null });
   });
 
   it("expires a code after otp_ttl_seconds (A6)", async () => {
@@ -302,7 +326,7 @@ describe("ChallengeStore", () => {
     const b = key();
     await issue(s, a, "tx", "mac", T0, P);
     await issue(s, b, "tx", "mac", T0, P);
-    expect(await verify(s, a, "tx", "mac", T0 + 299_999, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, a, "tx", "mac", T0 + 299_999, P)).toMatchObject({ status: "ok", user: null });
     expect(await verify(s, b, "tx", "mac", T0 + 300_000, P)).toMatchObject({ status: "invalid" });
   });
 
@@ -406,13 +430,16 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
     const s = fresh();
     const ek = key();
     await issue(s, ek, "tx1", "mac-1", T0, P);
-    expect(await verify(s, ek, "tx1", "mac-1", T0 + 1, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx1", "mac-1", T0 + 1, P)).toMatchObject({ status: "ok", user: null });
     await s.rememberUser(ek, { id: "usr_known" }, T0 + 2);
     await issue(s, ek, "tx2", "mac-2", T0 + 61_000, P);
-    expect(await verify(s, ek, "tx2", "mac-2", T0 + 61_001, P)).toEqual({ status: "ok", user: { id: "usr_known" } });
+    expect(await verify(s, ek, "tx2", "mac-2", T0 + 61_001, P)).toMatchObject({
+      status: "ok",
+      user: { id: "usr_known" },
+    });
     await s.forgetUser(ek);
     await issue(s, ek, "tx3", "mac-3", T0 + 122_000, P);
-    expect(await verify(s, ek, "tx3", "mac-3", T0 + 122_001, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx3", "mac-3", T0 + 122_001, P)).toMatchObject({ status: "ok", user: null });
   });
 
   it("counts nothing for a transaction with no live code here: no one spends another login's failures", async () => {
@@ -422,7 +449,7 @@ describe("ChallengeStore: what else an address keeps in its shard", () => {
     for (let i = 0; i < 20; i++)
       expect(await verify(s, ek, `tx-other-${i}`, "guess", T0 + i, P)).toMatchObject({ status: "invalid" });
     expect(await sql(s, "SELECT failures FROM email_limits WHERE email_key = ?", ek)).toEqual([{ failures: 0 }]);
-    expect(await verify(s, ek, "tx-owner", "mac", T0 + 100, P)).toEqual({ status: "ok", user: null });
+    expect(await verify(s, ek, "tx-owner", "mac", T0 + 100, P)).toMatchObject({ status: "ok", user: null });
   });
 });
 

@@ -1,5 +1,10 @@
 import type { Context } from "hono";
-import { type ClaimsSnapshot, LIMITS_CARRY_WINDOW_MS, type OtpPolicy } from "../../../durable-objects/contract";
+import {
+  type ClaimsSnapshot,
+  LIMITS_CARRY_WINDOW_MS,
+  type OtpPolicy,
+  type VerifyResult,
+} from "../../../durable-objects/contract";
 import type { AppEnv } from "../../shared/app";
 import { audit, auditEmailKey } from "../../shared/audit";
 import { auditEvent } from "../../shared/audit-event";
@@ -12,6 +17,7 @@ import { OAuthError } from "../../shared/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
 import type { MessageKey } from "../../shared/i18n/index";
 import { sourceKeyOf, takeIpQuota } from "../../shared/ip-quota";
+import { errorField, log } from "../../shared/log";
 import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
 import { deliverOtp, otpMessage } from "../../shared/mail/index";
 import { issueId, recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../shared/router";
@@ -253,11 +259,15 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   const regional = challengeRef(c, post, emailKey);
   const challenges = shard(c.env, "challenge", regional);
   const home = routeKey(config, "challenge", emailKey, config.REGIONS.home);
+  const codeMac = await codeMacOf(config, emailKey, code);
+  // A person who has gone (the client gave up waiting) spends no code: nothing would reach them.
+  const signal = c.req.raw.signal;
+  if (signal.aborted) throw new OAuthError("temporarily_unavailable", "the request was cancelled", { retryAfter: 1 });
   const result = await challenges.verifyChallenge({
     emailKey,
     sourceKey: await sourceKeyOf(c),
     txHash: post.tx.hash,
-    codeMac: await codeMacOf(config, emailKey, code),
+    codeMac,
     now,
     policy: otpPolicy(config),
     // Outside the address's home region, wrong codes are counted at its home shard too (issue 12).
@@ -277,6 +287,43 @@ export const verifyCode = loginPost("verify", async (c, post) => {
       notice: "error.locked",
     });
   if (result.status === "invalid") throw invalidCode();
+  // Issue 38 item 12d: should the person go before the answer is made (a client's timeout under load,
+  // a lost connection), the code is put back for this login, so trying it again signs in instead of
+  // finding it used. Platform: `request.signal` aborts on a client's disconnect with the
+  // `enable_request_signal` flag (op-auth's wrangler.toml), and `waitUntil` outlives the request.
+  const restore = () =>
+    c.executionCtx.waitUntil(
+      Promise.resolve(
+        challenges.restoreCode({ emailKey, txHash: post.tx.hash, codeMac, spent: result.spent, now: Date.now() }),
+      ).catch((err: unknown) => log("warn", "verify: a spent code could not be put back", { error: errorField(err) })),
+    );
+  // A failure of ours after the spend (D1 overloaded: a 503) puts it back too, so the retry works.
+  if (signal.aborted) restore();
+  else signal.addEventListener("abort", restore, { once: true });
+  try {
+    return await answerVerified(c, post, { email, emailKey, result, challenges, now });
+  } catch (err) {
+    if (!(err instanceof OAuthError) || err.status >= 500) restore();
+    throw err;
+  } finally {
+    signal.removeEventListener("abort", restore);
+  }
+});
+
+/** The rest of a right code's verify: the user, the claims, the session and `redirect_to`. */
+async function answerVerified(
+  c: Context<AppEnv>,
+  post: LoginPost,
+  v: {
+    email: string;
+    emailKey: string;
+    result: Extract<VerifyResult, { status: "ok" }>;
+    challenges: ReturnType<typeof shard<"challenge">>;
+    now: number;
+  },
+): Promise<Response> {
+  const config = c.get("config");
+  const { email, emailKey, result, challenges, now } = v;
 
   // The user of the address: known to its shard after the first sign-in, else read (or created) in D1
   // and remembered there after the response. Its email is the normalized address itself.
@@ -331,7 +378,7 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   if (post.form)
     return new Response(null, { status: 303, headers: { Location: redirectTo, "Set-Cookie": cookie, ...NO_STORE } });
   return json({ redirect_to: redirectTo }, 200, { "Set-Cookie": cookie, ...NO_STORE });
-});
+}
 
 /** A projection as the verified login seals it: claims, a picker, or a refusal (sent to the client at step 4). */
 function loginOutcome(p: Projection): LoginOutcome | undefined {
