@@ -37,6 +37,8 @@ export interface Client {
   branding: Branding;
   /** Issue 24: what its tokens carry from organizations and entity grants; null for nothing. */
   token_claims: TokenClaimsTemplate | null;
+  /** Issue 40: false only for a confidential client registered to sign in without PKCE (RFC 9700 §2.1.1). */
+  require_pkce: boolean;
   created_at: number;
   updated_at: number;
 }
@@ -57,6 +59,7 @@ interface ClientRow {
   resources: string;
   branding?: string;
   token_claims?: string | null;
+  require_pkce?: number;
   created_at: number;
   updated_at: number;
 }
@@ -78,6 +81,7 @@ export function clientFromRow(row: ClientRow): Client {
     resources: JSON.parse(row.resources ?? "[]") as string[],
     branding: brandingOf(row.branding),
     token_claims: templateOf(row.token_claims),
+    require_pkce: row.require_pkce !== 0,
   };
 }
 

@@ -52,9 +52,14 @@ export function validateAuthorizeRequest(
   if (!client.grant_types.includes("authorization_code"))
     fail("unauthorized_client", "the client may not use the authorization code grant");
 
-  if (!params.code_challenge) fail("invalid_request", "code_challenge is required (PKCE, S256)");
-  if (params.code_challenge_method !== "S256") fail("invalid_request", "code_challenge_method must be S256");
-  if (!CODE_CHALLENGE.test(params.code_challenge as string)) fail("invalid_request", "code_challenge is malformed");
+  // RFC 7636 and RFC 9700 §2.1.1: PKCE for every client unless a confidential one was registered
+  // without it (issue 40); sent anyway, it is checked, and then the token request must prove it.
+  if (params.code_challenge || client.require_pkce) {
+    if (!params.code_challenge) fail("invalid_request", "code_challenge is required (PKCE, S256)");
+    if (params.code_challenge_method !== "S256") fail("invalid_request", "code_challenge_method must be S256");
+    if (!CODE_CHALLENGE.test(params.code_challenge as string)) fail("invalid_request", "code_challenge is malformed");
+  } else if (params.code_challenge_method !== undefined)
+    fail("invalid_request", "code_challenge_method without code_challenge");
 
   const requested = (params.scope ?? "").split(" ").filter(Boolean);
   if (!requested.includes("openid")) fail("invalid_scope", "scope must include openid");
@@ -87,7 +92,8 @@ export function validateAuthorizeRequest(
     client_id: client.client_id,
     redirect_uri: redirectUri,
     scope,
-    code_challenge: params.code_challenge as string,
+    // "" when the client signs in without PKCE: its code then takes no code_verifier.
+    code_challenge: params.code_challenge ?? "",
     prompts,
   };
   if (state !== undefined) req.state = state;

@@ -128,9 +128,8 @@ function requestParams(request: AuthRequest): [string, string][] {
     ["client_id", request.client_id],
     ["redirect_uri", request.redirect_uri],
     ["scope", request.scope],
-    ["code_challenge", request.code_challenge],
-    ["code_challenge_method", "S256"],
   ];
+  if (request.code_challenge) out.push(["code_challenge", request.code_challenge], ["code_challenge_method", "S256"]);
   if (request.state !== undefined) out.push(["state", request.state]);
   if (request.nonce !== undefined) out.push(["nonce", request.nonce]);
   for (const r of request.resource ?? []) out.push(["resource", r]);

@@ -55,6 +55,11 @@ const clientFields = {
   branding: brandingSchema,
   /** Issue 24: what its tokens carry from organizations and entity grants (docs/organizations.md). */
   token_claims: tokenClaimsSchema.nullable(),
+  /**
+   * Issue 40: PKCE is required unless a confidential client is registered without it (RFC 9700
+   * §2.1.1; OIDC Core's code flow, where the nonce binds the code to the login instead).
+   */
+  require_pkce: z.boolean(),
 };
 
 type ClientShape = {
@@ -63,6 +68,7 @@ type ClientShape = {
   grant_types: string[];
   scope: string;
   jwks?: unknown;
+  require_pkce?: boolean;
 };
 
 /**
@@ -80,6 +86,8 @@ export function registrationProblems(c: ClientShape): string[] {
     problems.push("client_credentials needs a confidential client (a secret), not token_endpoint_auth_method none");
   if ((c.token_endpoint_auth_method === "private_key_jwt") !== (c.jwks !== undefined && c.jwks !== null))
     problems.push("jwks goes with token_endpoint_auth_method private_key_jwt, and only with it");
+  if (c.require_pkce === false && c.token_endpoint_auth_method === "none")
+    problems.push("a public client (token_endpoint_auth_method none) always uses PKCE: require_pkce cannot be false");
   if (c.grant_types.includes("refresh_token") && !login && !device)
     problems.push("refresh_token comes only with authorization_code or the device code grant");
   if (device && !scopes.includes("openid")) problems.push("scope must include openid for the device code grant");
@@ -108,6 +116,7 @@ export const createSchema = z
     resources: clientFields.resources.default([]),
     branding: clientFields.branding.default({}),
     token_claims: clientFields.token_claims.default(null),
+    require_pkce: clientFields.require_pkce.default(true),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -145,8 +154,8 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
-      branding, token_claims, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      branding, token_claims, require_pkce, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -164,6 +173,7 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify([...new Set(input.resources)]),
       JSON.stringify(input.branding),
       input.token_claims ? JSON.stringify(input.token_claims) : null,
+      input.require_pkce ? 1 : 0,
       now,
       now,
     )
@@ -204,13 +214,20 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   const next = { ...current, ...patch, updated_at: Date.now() };
   // Checked as a whole when the PATCH changes what the rules are about; a client registered under
   // older rules can still be renamed or given new CORS origins.
-  const shaping = ["redirect_uris", "token_endpoint_auth_method", "grant_types", "scope", "jwks"] as const;
+  const shaping = [
+    "redirect_uris",
+    "token_endpoint_auth_method",
+    "grant_types",
+    "scope",
+    "jwks",
+    "require_pkce",
+  ] as const;
   const problems = shaping.some((f) => f in patch) ? registrationProblems(next) : [];
   if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
-      branding = ?, token_claims = ?, updated_at = ?
+      branding = ?, token_claims = ?, require_pkce = ?, updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
@@ -226,6 +243,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify([...new Set(next.resources)]),
       JSON.stringify(next.branding),
       next.token_claims ? JSON.stringify(next.token_claims) : null,
+      next.require_pkce ? 1 : 0,
       next.updated_at,
       id,
       current.tenant,

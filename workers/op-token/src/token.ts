@@ -274,24 +274,32 @@ async function redeemCode(
   if (!code) throw new OAuthError("invalid_request", "code is required");
   if (!redirectUri) throw new OAuthError("invalid_request", "redirect_uri is required");
   // RFC 7636 §4.6: a missing or malformed verifier fails like a wrong one.
-  if (!verifier || !VERIFIER.test(verifier)) throw invalidGrant("code_verifier is missing or malformed");
+  if (verifier !== undefined && !VERIFIER.test(verifier)) throw invalidGrant("code_verifier is malformed");
   const opened = await openCode(config, code);
   // A code of another client is refused without being spent (it may be the right client's, misused).
   if (!opened || opened.grant.client_id !== client.client_id)
     throw invalidGrant("the code is invalid, expired or used");
 
   const { grant } = opened;
+  // Missing where the code needs one: refused before anything is spent, as a malformed one is.
+  if (grant.code_challenge && verifier === undefined) throw invalidGrant("code_verifier is missing");
   // RFC 8707 §2.2: the token request may name some of the resources authorized, never another.
   // Only what the client still registers: a resource removed from it since the login is not granted.
   const stillRegistered = (grant.resource ?? []).filter((r) => client.resources.includes(r));
   const resource = requestedResources(form.resource, stillRegistered) ?? (grant.resource ? stillRegistered : undefined);
   const now = Date.now();
-  const challenge = base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+  // A code issued with PKCE needs its verifier (RFC 7636 §4.6); one issued without (a confidential
+  // client registered so, issue 40) refuses a verifier, so PKCE cannot be downgraded by stripping the
+  // challenge from the authorization request (RFC 9700 §2.1.1).
+  const proved = grant.code_challenge
+    ? verifier !== undefined &&
+      timingSafeEqualString(
+        grant.code_challenge,
+        base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))),
+      )
+    : verifier === undefined;
   // A wrong redirect URI or verifier, or an expired code, spends the code without issuing anything.
-  const good =
-    opened.exp > now &&
-    timingSafeEqualString(grant.redirect_uri, redirectUri) &&
-    timingSafeEqualString(grant.code_challenge, challenge);
+  const good = opened.exp > now && timingSafeEqualString(grant.redirect_uri, redirectUri) && proved;
   // Without a family, the login's check and the code's spend are one transaction (redeemCodeForLogin;
   // an older code is spent after the check), so an ended login's code issues nothing.
   const event = requestAuditEvent(c, { ...issued, user: grant.sub });
