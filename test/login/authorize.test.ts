@@ -293,6 +293,63 @@ describe("authorization errors redirected to the client (B3, B4, B8)", () => {
   });
 });
 
+describe("response_mode=form_post (OAuth 2.0 Form Post Response Mode; issue 40)", () => {
+  /** The form_post page's fields and target, from its HTML. */
+  function postedForm(html: string) {
+    const action = /<form method="post" action="([^"]*)"/.exec(html)?.[1];
+    const fields = Object.fromEntries(
+      [...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [
+        m[1],
+        (m[2] as string).replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n))),
+      ]),
+    );
+    return { action, fields };
+  }
+
+  it("posts the code, state and iss to the redirect URI from a page that needs no script, under the page CSP", async () => {
+    const client = await registerClient();
+    const { verifier, challenge } = await pkce();
+    // A session, then the request again in form_post mode, answered by it.
+    const login = await loginForCode(client);
+    const res = await login.browser.fetch(
+      `/authorize?${authorizeQuery(client, challenge, { response_mode: "form_post", prompt: "none", state: `a"<b>&` })}`,
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    const csp = res.headers.get("content-security-policy") ?? "";
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("frame-ancestors 'none'");
+    const html = await res.text();
+    const { action, fields } = postedForm(html);
+    expect(action).toBe(client.redirect_uris[0]);
+    expect(fields).toMatchObject({ state: `a"<b>&`, iss: ISSUER });
+    // Without script, the button submits it; the only script is the nonce'd one that presses it.
+    expect(html).toMatch(/<button type="submit">/);
+    const nonce = /script-src 'nonce-([^']+)'/.exec(csp)?.[1];
+    expect(html).toContain(`<script nonce="${nonce}">`);
+    expect((await redeem(client, fields.code as string, verifier)).status).toBe(200);
+  });
+
+  it("sends errors the same way, once the client and redirect URI are known; discovery says so", async () => {
+    const client = await registerClient();
+    const { challenge } = await pkce();
+    const res = await call(
+      `/authorize?${authorizeQuery(client, challenge, { response_mode: "form_post", scope: "email" })}`,
+    );
+    expect(res.status).toBe(200);
+    expect(postedForm(await res.text()).fields).toMatchObject({ error: "invalid_scope", state: "st-123", iss: ISSUER });
+    const none = await call(
+      `/authorize?${authorizeQuery(client, challenge, { response_mode: "form_post", prompt: "none" })}`,
+    );
+    expect(postedForm(await none.text()).fields).toMatchObject({ error: "login_required" });
+    // An unsupported mode is an error in the query, the default for code.
+    const fragment = await call(`/authorize?${authorizeQuery(client, challenge, { response_mode: "fragment" })}`);
+    expect(fragment.status).toBe(302);
+    const discovery = (await (await call("/.well-known/openid-configuration")).json()) as Record<string, unknown>;
+    expect(discovery.response_modes_supported).toEqual(["query", "form_post"]);
+  });
+});
+
 describe("AuthorizeCode (CONTRACT §2.4)", () => {
   it("redirects redirect_to with code, state and iss once; a second use is refused", async () => {
     const client = await registerClient();

@@ -93,7 +93,7 @@ export interface OAuthErrorOptions {
    */
   notice?: string;
   /** ...or sends it to the client's validated redirect URI (RFC 6749 §4.1.2.1, with `state` and `iss`). */
-  redirect?: { uri: string; state?: string | undefined };
+  redirect?: { uri: string; state?: string | undefined; mode?: "query" | "form_post" | undefined };
 }
 
 /**

@@ -3,9 +3,12 @@ import type { Client } from "../../shared/clients";
 import { redirectUriAllowed } from "../../shared/clients";
 import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
 import { requestedResources } from "../../shared/resources";
+import type { ResponseMode } from "./authorization-response";
 import { invalidRequestPage } from "./errors";
 
 export const SUPPORTED_SCOPES = ["openid", "email", "profile", "offline_access"] as const;
+/** Discovery's `response_modes_supported`: the query (the default for `code`) and form_post. */
+export const RESPONSE_MODES = ["query", "form_post"] as const;
 
 /** RFC 7636 §4.2: an S256 challenge is BASE64URL(SHA-256(verifier)) without padding, 43 characters. */
 const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
@@ -39,16 +42,19 @@ export function validateAuthorizeRequest(
   if (!redirectUriAllowed(client, redirectUri)) throw untrusted("redirect_uri is not registered for this client");
 
   const state = params.state;
+  // Known first, so every error after this goes back the way the response would (a mode Keyway does
+  // not support answers in the query, the default for `code`).
+  const mode: ResponseMode = params.response_mode === "form_post" ? "form_post" : "query";
   const fail = (code: OAuthErrorCode, description: string): never => {
-    throw new OAuthError(code, description, { redirect: { uri: redirectUri, state } });
+    throw new OAuthError(code, description, { redirect: { uri: redirectUri, state, mode } });
   };
 
   if (params.request !== undefined) fail("request_not_supported", "request objects are not supported");
   if (params.request_uri !== undefined) fail("request_uri_not_supported", "request_uri is not supported");
   if (!params.response_type) fail("invalid_request", "response_type is required");
   if (params.response_type !== "code") fail("unsupported_response_type", "only response_type=code is supported");
-  if (params.response_mode !== undefined && params.response_mode !== "query")
-    fail("invalid_request", "only response_mode=query is supported");
+  if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode))
+    fail("invalid_request", `response_mode must be one of ${RESPONSE_MODES.join(", ")}`);
   if (!client.grant_types.includes("authorization_code"))
     fail("unauthorized_client", "the client may not use the authorization code grant");
 
@@ -97,6 +103,7 @@ export function validateAuthorizeRequest(
     prompts,
   };
   if (state !== undefined) req.state = state;
+  if (mode === "form_post") req.response_mode = mode;
   if (params.nonce !== undefined) req.nonce = params.nonce;
   if (maxAge !== undefined) req.max_age = maxAge;
   if (params.prompt !== undefined) req.prompt = params.prompt;

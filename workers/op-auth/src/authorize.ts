@@ -23,7 +23,7 @@ import {
 import { shard } from "../../shared/stores";
 import { type LoginClaims, projectClaims } from "../../shared/token-claims";
 import type { User } from "../../shared/users";
-import { authorizationResponseUrl } from "./authorization-response";
+import { authorizationResponse, type ResponseMode } from "./authorization-response";
 import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";
 import { invalidRequestPage, pageError, unreadable } from "./errors";
 import { beginLoginTx, openVerifiedLogin } from "./login-tx";
@@ -56,11 +56,21 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   if (live) return answerFromSession(c, request, client as Client, live);
   if (request.prompts.has("none"))
     throw new OAuthError("login_required", undefined, {
-      redirect: { uri: request.redirect_uri, state: request.state },
+      redirect: redirectOf(request),
     });
   // validateAuthorizeRequest refuses a request without its client, so here it is known.
   return beginLogin(c, request, client as Client);
 }
+
+/** The response mode a request asked for (validated: query or form_post). */
+const modeOf = (request: AuthRequest): ResponseMode => (request.response_mode === "form_post" ? "form_post" : "query");
+
+/** Where an error about a validated request goes: back to the client, the way its response would. */
+const redirectOf = (request: AuthRequest) => ({
+  uri: request.redirect_uri,
+  state: request.state,
+  mode: modeOf(request),
+});
 
 function redirect(location: string, headers: Record<string, string> = {}): Response {
   return new Response(null, { status: 302, headers: { Location: location, "Cache-Control": "no-store", ...headers } });
@@ -105,7 +115,7 @@ async function answerFromSession(
   if (projection.status === "pick") {
     if (request.prompts.has("none"))
       throw new OAuthError("interaction_required", "the person must pick an organization", {
-        redirect: { uri: request.redirect_uri, state: request.state },
+        redirect: redirectOf(request),
       });
     return organizationPage(requestUi(c, { uiLocales: request.ui_locales, client }), {
       params: requestParams(request),
@@ -116,7 +126,7 @@ async function answerFromSession(
 }
 
 const accessDenied = (request: AuthRequest, reason: string) =>
-  new OAuthError("access_denied", reason, { redirect: { uri: request.redirect_uri, state: request.state } });
+  new OAuthError("access_denied", reason, { redirect: redirectOf(request) });
 
 /**
  * The authorization request's parameters, to ask it again (an organization picked): without
@@ -190,12 +200,11 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   // the request again, answered by the session just made, shows the choices.
   const outcome = login.claims;
   if (outcome && "denied" in outcome) {
-    return redirect(
-      authorizationResponseUrl(login.request.redirect_uri, config.ISSUER, {
-        error: "access_denied",
-        error_description: outcome.denied,
-        state: login.request.state,
-      }),
+    return authorizationResponse(
+      login.request.redirect_uri,
+      config.ISSUER,
+      { error: "access_denied", error_description: outcome.denied, state: login.request.state },
+      modeOf(login.request),
       clearTx,
     );
   }
@@ -229,8 +238,11 @@ async function redirectWithCode(
     ...(claims ? { claims } : {}),
   };
   const code = await issueCode(config, grant, Date.now());
-  return redirect(
-    authorizationResponseUrl(request.redirect_uri, config.ISSUER, { code, state: request.state }),
+  return authorizationResponse(
+    request.redirect_uri,
+    config.ISSUER,
+    { code, state: request.state },
+    modeOf(request),
     headers,
   );
 }

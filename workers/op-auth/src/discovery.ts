@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
 import { DEVICE_GRANT } from "../../shared/device";
 import { SUPPORTED_LOCALES } from "../../shared/i18n/index";
-import { SUPPORTED_SCOPES } from "./authorize-request";
+import { RESPONSE_MODES, SUPPORTED_SCOPES } from "./authorize-request";
 
 /** OpenID Connect Discovery 1.0 §3. Every value here is true of the running server. */
 export function discovery(c: Context<AppEnv>): Response {
@@ -17,7 +17,7 @@ export function discovery(c: Context<AppEnv>): Response {
     introspection_endpoint: `${issuer}/introspect`,
     end_session_endpoint: `${issuer}/logout`,
     response_types_supported: ["code"],
-    response_modes_supported: ["query"],
+    response_modes_supported: [...RESPONSE_MODES],
     grant_types_supported: ["authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT],
     device_authorization_endpoint: `${issuer}/device_authorization`,
     subject_types_supported: ["public"],

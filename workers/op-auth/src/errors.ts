@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "../../shared/app";
 import { errorResponse, OAuthError, type OAuthErrorCode } from "../../shared/errors";
 import { type MessageKey, translator } from "../../shared/i18n/index";
-import { authorizationResponseUrl } from "./authorization-response";
+import { authorizationResponse } from "./authorization-response";
 import { errorPage } from "./pages/notices";
 import { requestUi } from "./pages/ui";
 
@@ -13,13 +13,13 @@ import { requestUi } from "./pages/ui";
  */
 export function renderAuthError(err: unknown, c: Context<AppEnv>): Response {
   if (err instanceof OAuthError && err.options.redirect) {
-    const { uri, state } = err.options.redirect;
-    const location = authorizationResponseUrl(uri, c.get("config").ISSUER, {
-      error: err.code,
-      error_description: err.description,
-      state,
-    });
-    return new Response(null, { status: 302, headers: { Location: location, "Cache-Control": "no-store" } });
+    const { uri, state, mode } = err.options.redirect;
+    return authorizationResponse(
+      uri,
+      c.get("config").ISSUER,
+      { error: err.code, error_description: err.description, state },
+      mode,
+    );
   }
   const text = err instanceof OAuthError ? err.options.page : undefined;
   if (err instanceof OAuthError && text && c.get("config")) {
