@@ -86,6 +86,8 @@ export interface AuthRequest {
   device_user_code?: string;
   /** Issue 24: the organization the login is for; its id and the user's roles in it go in the tokens. */
   organization?: string;
+  /** OIDC Core §5.5: the claims asked for by name, in the ID token and at userinfo (claims-request.ts). */
+  requested_claims?: { id_token?: string[]; userinfo?: string[] };
 }
 
 export interface SessionInfo {
@@ -352,6 +354,8 @@ export interface FamilyGrant {
   resource?: string[];
   /** Issue 24: what the login's tokens carried from organizations and grants; a refresh recomputes it. */
   claims?: LoginClaims;
+  /** OIDC Core §5.5: the claims the authorization request asked for; a refresh's tokens carry them too. */
+  requested_claims?: { id_token?: string[]; userinfo?: string[] };
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { RequestedClaims } from "./claims-request";
 import type { Config } from "./config";
 import { hmac, sha256 } from "./crypto";
 import { issueId, type ParsedId, parseId, type ShardRef } from "./router";
@@ -20,6 +21,8 @@ export interface CodeGrant {
   auth_time: number;
   /** Issue 24: what the tokens carry from organizations and grants. */
   claims?: LoginClaims;
+  /** OIDC Core §5.5: the claims the request asked for by name. */
+  requested_claims?: RequestedClaims;
 }
 
 interface CodeState {

@@ -17,6 +17,8 @@ export interface AccessTokenClaims extends JWTPayload {
   sid: string;
   grant_id: string;
   auth_time: number;
+  /** OIDC Core §5.5: the claims the authorization request asked userinfo for, space-separated. */
+  userinfo_claims?: string;
 }
 
 /**

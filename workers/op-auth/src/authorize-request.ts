@@ -1,4 +1,5 @@
 import type { AuthRequest } from "../../../durable-objects/contract";
+import { parseClaimsRequest } from "../../shared/claims-request";
 import type { Client } from "../../shared/clients";
 import { redirectUriAllowed } from "../../shared/clients";
 import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
@@ -93,6 +94,7 @@ export function validateAuthorizeRequest(
   if (state !== undefined && state.length > 8192) fail("invalid_request", "state is too long");
   // RFC 8707 §2.1: the resources the tokens will be for; an unregistered one is invalid_target.
   const resource = requestedResources(params.resource, client.resources, { uri: redirectUri, state });
+  const requestedClaims = parseClaimsRequest(params.claims, (d) => fail("invalid_request", d));
 
   const req: ValidatedRequest = {
     client_id: client.client_id,
@@ -109,6 +111,7 @@ export function validateAuthorizeRequest(
   if (params.prompt !== undefined) req.prompt = params.prompt;
   if (resource) req.resource = resource;
   if (params.organization !== undefined) req.organization = params.organization;
+  if (requestedClaims) req.requested_claims = requestedClaims;
   // A hint that is not an email address (an opaque subject id, say) is ignored, not an error.
   const hint = params.login_hint?.trim();
   if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;

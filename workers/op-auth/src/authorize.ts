@@ -236,6 +236,7 @@ async function redirectWithCode(
     ...(request.nonce !== undefined ? { nonce: request.nonce } : {}),
     ...(request.resource ? { resource: request.resource } : {}),
     ...(claims ? { claims } : {}),
+    ...(request.requested_claims ? { requested_claims: request.requested_claims } : {}),
   };
   const code = await issueCode(config, grant, Date.now());
   return authorizationResponse(

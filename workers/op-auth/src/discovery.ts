@@ -64,7 +64,8 @@ export function discovery(c: Context<AppEnv>): Response {
     resource_indicators_supported: true,
     // OIDC Discovery §3: the languages of the pages (issue 26), chosen by `ui_locales`.
     ui_locales_supported: SUPPORTED_LOCALES,
-    claims_parameter_supported: false,
+    // OIDC Core §5.5: email, email_verified and name may be asked for by name (claims-request.ts).
+    claims_parameter_supported: true,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,
     require_request_uri_registration: false,

@@ -4,6 +4,7 @@ import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { tokenClaimsOf } from "../../shared/token-claims";
 import { signAccessToken, signIdToken } from "../../shared/tokens";
+import { findUser } from "../../shared/users";
 
 export interface TokenResponse {
   access_token: string;
@@ -38,6 +39,11 @@ export async function buildTokenResponse(
 ): Promise<TokenResponse> {
   const { grant } = plan;
   const extra = tokenClaimsOf(grant.claims);
+  // OIDC Core §5.5: claims asked for by name. A name is read from D1 only when one is asked for in
+  // the ID token, so a plain login's token step reads nothing there.
+  const askedInIdToken = new Set(grant.requested_claims?.id_token ?? []);
+  const askedAtUserinfo = grant.requested_claims?.userinfo ?? [];
+  const name = askedInIdToken.has("name") ? (await findUser(env, config.TENANT, grant.sub))?.name : undefined;
   // The ID token carries the access token's hash (at_hash), so the access token is signed first.
   const access_token = await signAccessToken(env, config, {
     sub: grant.sub,
@@ -49,7 +55,7 @@ export async function buildTokenResponse(
     jti: plan.jti,
     iat: plan.iat,
     resource: plan.resource,
-    extra,
+    extra: askedAtUserinfo.length ? { ...extra, userinfo_claims: askedAtUserinfo.join(" ") } : extra,
   });
   const id_token = await signIdToken(env, config, client.id_token_signed_response_alg, {
     sub: grant.sub,
@@ -58,9 +64,12 @@ export async function buildTokenResponse(
     nonce: grant.nonce,
     sid: grant.sid,
     iat: plan.iat,
-    email: plan.scope.split(" ").includes("email") ? grant.email : undefined,
+    email:
+      plan.scope.split(" ").includes("email") || askedInIdToken.has("email") || askedInIdToken.has("email_verified")
+        ? grant.email
+        : undefined,
     accessToken: access_token,
-    extra,
+    extra: name ? { ...extra, name } : extra,
   });
   const response: TokenResponse = {
     access_token,

@@ -325,6 +325,7 @@ async function redeemCode(
       // The family holds every resource authorized, so a refresh may ask for any of them (§2.2).
       ...(grant.resource ? { resource: grant.resource } : {}),
       ...(grant.claims ? { claims: grant.claims } : {}),
+      ...(grant.requested_claims ? { requested_claims: grant.requested_claims } : {}),
     },
     good,
     now,

@@ -32,12 +32,14 @@ export async function userinfo(c: Context<AppEnv>): Promise<Response> {
     });
   const body: Record<string, unknown> = { sub: user.id };
   const scopes = claims.scope.split(" ");
-  if (scopes.includes("email")) {
+  // OIDC Core §5.5: claims the authorization request asked userinfo for by name, beside the scopes'.
+  const asked = new Set(typeof claims.userinfo_claims === "string" ? claims.userinfo_claims.split(" ") : []);
+  if (scopes.includes("email") || asked.has("email") || asked.has("email_verified")) {
     body.email = user.email;
     body.email_verified = true;
   }
   // OIDC Core §5.4: `profile` asks for the profile claims; Keyway keeps only a name, when the user has one.
-  if (scopes.includes("profile") && user.name) body.name = user.name;
+  if ((scopes.includes("profile") || asked.has("name")) && user.name) body.name = user.name;
   return json(body, 200, NO_STORE);
 }
 
