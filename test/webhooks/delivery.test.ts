@@ -12,11 +12,13 @@ import {
   latestCode,
   pinClock,
   pkce,
+  policy,
   registerClient,
   type Store,
   shardStub,
   sql,
   uniqueEmail,
+  withVars,
   writeBehindStub,
 } from "../support/harness";
 
@@ -417,6 +419,49 @@ describe("webhooks: endpoints (issue 25)", () => {
     expect(listed.webhooks).toEqual([]);
     expect((await admin(`/webhooks/${endpoint.id}`, { method: "DELETE" })).status).toBe(204);
     expect((await admin(`/webhooks/${endpoint.id}`)).status).toBe(404);
+  });
+
+  it("pages the list with a cursor and caps a tenant's endpoints at webhook_endpoints_per_tenant (issue 38 item 5)", async () => {
+    const tenant = `whcap-${Math.random().toString(36).slice(2, 8)}`;
+    expect((await admin("/tenants", { method: "POST", json: { id: tenant, name: "Capped" } })).status).toBe(201);
+    const cap = 7;
+    const capped = withVars({ POLICY: policy({ webhook_endpoints_per_tenant: cap }) });
+    const create = () =>
+      admin(`/tenants/${tenant}/webhooks`, { method: "POST", json: { url: receiver().url, events: ["*"] } }, capped);
+    const ids: string[] = [];
+    for (let i = 0; i < cap; i++) {
+      const res = await create();
+      expect(res.status, await res.clone().text()).toBe(201);
+      ids.push(((await res.json()) as { id: string }).id);
+    }
+    // One over the cap: a clear 409, and nothing stored (a hidden endpoint would receive every event).
+    const over = await create();
+    expect(over.status).toBe(409);
+    expect(((await over.json()) as { error_description: string }).error_description).toContain(
+      "webhook_endpoints_per_tenant",
+    );
+    const stored = await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE tenant = ?")
+      .bind(tenant)
+      .first<{ n: number }>();
+    expect(stored?.n).toBe(cap);
+    // Every endpoint is reachable through the pages, each once, and the last page says so.
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page < 10; page++) {
+      const res = await admin(`/tenants/${tenant}/webhooks?limit=3${cursor ? `&after=${cursor}` : ""}`);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { webhooks: { id: string }[]; next: string | null };
+      expect(body.webhooks.length).toBeLessThanOrEqual(3);
+      seen.push(...body.webhooks.map((w) => w.id));
+      cursor = body.next;
+      if (!cursor) break;
+    }
+    expect(seen.sort()).toEqual([...ids].sort());
+    expect((await admin(`/tenants/${tenant}/webhooks?limit=0`)).status).toBe(400);
+    // Deleting one makes room for one.
+    expect((await admin(`/tenants/${tenant}/webhooks/${ids[0]}`, { method: "DELETE" })).status).toBe(204);
+    expect((await create()).status).toBe(201);
+    expect((await create()).status).toBe(409);
   });
 
   it("counts deliveries in GET /admin/v1/stats", async () => {
