@@ -218,6 +218,46 @@ describe("webhooks: delivery (issue 25)", () => {
     for (const r of got) verify(endpoint.secret, r);
   });
 
+  it("brings an endpoint's backlog forward once a delivery to it succeeds, each message delivered once (issue 38 item 12a)", async () => {
+    const start = Date.now();
+    const at = pinClock(start);
+    const hook = receiver("down");
+    const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
+    for (let i = 0; i < 3; i++) await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    // Four failed attempts each (5 s, 30 s, 2 min, then the 10-minute step), the receiver down at each.
+    let now = 0;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      await deliver(endpoint);
+      now = Math.max(...(await messagesOf(endpoint)).map((m) => m.next_at)) - start;
+      if (attempt < 3) at(now);
+    }
+    const backlog = await messagesOf(endpoint);
+    expect(backlog.map((m) => [m.status, m.attempts])).toEqual(Array(3).fill(["pending", 4]));
+    const waiting = Math.min(...backlog.map((m) => m.next_at));
+    // The receiver answers again: a new message, due now, is delivered ...
+    await setReceiver(hook.name, "up");
+    const later = now - 600_000 * 0.8 + 1_000;
+    at(later);
+    expect(start + later).toBeLessThan(waiting - 60_000);
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    // ... and the backlog is due within seconds, not at its 10-minute step.
+    const brought = (await messagesOf(endpoint)).filter((m) => m.status === "pending");
+    expect(brought).toHaveLength(3);
+    for (const m of brought) expect(m.next_at - (start + later)).toBeLessThanOrEqual(5_000);
+    at(later + 5_000);
+    await deliver(endpoint);
+    expect((await messagesOf(endpoint)).map((m) => m.status)).toEqual(Array(4).fill("delivered"));
+    // Each message reached the receiver (a 200) once.
+    const ok = (await received(hook.name)).filter((r) => r.answered === 200).map((r) => r.headers["webhook-id"]);
+    expect(ok).toHaveLength(4);
+    expect(new Set(ok).size).toBe(4);
+    // Another success finds nothing more to bring forward.
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    expect((await received(hook.name)).filter((r) => r.answered === 200)).toHaveLength(5);
+  });
+
   it("fails a message after a day of retries (the dead letter), and replays it on demand", async () => {
     const start = Date.now();
     const at = pinClock(start);
