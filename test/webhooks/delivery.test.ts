@@ -1,4 +1,4 @@
-import { abortAllDurableObjects, env, runDurableObjectAlarm } from "cloudflare:test";
+import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { webhookUrlProblem } from "../../workers/shared/webhooks/endpoints";
@@ -256,6 +256,41 @@ describe("webhooks: delivery (issue 25)", () => {
     await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
     await deliver(endpoint);
     expect((await received(hook.name)).filter((r) => r.answered === 200)).toHaveLength(5);
+  });
+
+  it("upgrades a queue from before the backlog was brought forward, keeping its messages", async () => {
+    const name = `test-webhook-upgrade-${Math.random()}`;
+    const old = env.WEBHOOKS.get(env.WEBHOOKS.idFromName(name));
+    // The messages table as issue 25 made it, with a pending message, then a new instance over it.
+    await runInDurableObject(old, (_i, state) => {
+      state.storage.sql.exec(`CREATE TABLE messages (key TEXT PRIMARY KEY, id TEXT NOT NULL, endpoint_id TEXT NOT NULL,
+        tenant TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+        first_at INTEGER NOT NULL, next_at INTEGER NOT NULL, last_status INTEGER, last_error TEXT,
+        created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID`);
+      state.storage.sql.exec(
+        "INSERT INTO messages VALUES ('m1:e1', 'm1', 'e1', 'default', 'webhook.test', '{}', 'pending', 2, 1, 2, 503, 'answered 503', 1, ?)",
+        Date.now() + 86_400_000,
+      );
+    });
+    const upgraded = env.WEBHOOKS.get(env.WEBHOOKS.idFromName(name));
+    const columns = await runInDurableObject(upgraded, (instance, state) => {
+      const fresh = new (instance.constructor as new (ctx: DurableObjectState, env: unknown) => unknown)(
+        (instance as unknown as { ctx: DurableObjectState }).ctx,
+        env,
+      ) as { schemaReady(): void };
+      fresh.schemaReady();
+      return state.storage.sql
+        .exec<{ name: string }>("SELECT name FROM pragma_table_info('messages')")
+        .toArray()
+        .map((c) => c.name);
+    });
+    expect(columns).toContain("brought_forward");
+    const kept = (await (upgraded as unknown as { listMessages: (...a: unknown[]) => Promise<unknown[]> }).listMessages(
+      "e1",
+      "pending",
+      10,
+    )) as { id: string; attempts: number }[];
+    expect(kept.map((m) => [m.id, m.attempts])).toEqual([["m1", 2]]);
   });
 
   it("fails a message after a day of retries (the dead letter), and replays it on demand", async () => {
