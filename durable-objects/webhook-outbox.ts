@@ -65,6 +65,13 @@ const KEEP_MS = 14 * 86_400_000;
 const BATCH = 25;
 /** How long one alarm run goes on taking batches while more are due. */
 const RUN_MS = 15_000;
+/**
+ * When an endpoint answers again, its messages waiting for a retry become due within this much, spread
+ * at random (the alarm then sends them a batch at a time, paced, as any backlog).
+ */
+const BRING_FORWARD_SPREAD_MS = 5_000;
+/** Times one message is brought forward: one the receiver keeps refusing returns to its own backoff. */
+const BRING_FORWARD_MAX = 3;
 /** How much of a receiver's answer is read. */
 const ANSWER_CAP = 4_096;
 
@@ -88,8 +95,11 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
         last_status INTEGER,
         last_error TEXT,
         created_at INTEGER NOT NULL,
-        expires_at INTEGER NOT NULL) WITHOUT ROWID`,
+        expires_at INTEGER NOT NULL,
+        brought_forward INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS messages_due ON messages(next_at) WHERE status = 'pending'",
+      // An endpoint's messages waiting for a retry, found when it answers again (bringBacklogForward).
+      "CREATE INDEX IF NOT EXISTS messages_waiting ON messages(endpoint_id, next_at) WHERE status = 'pending'",
       "CREATE INDEX IF NOT EXISTS messages_endpoint ON messages(endpoint_id, created_at)",
       "CREATE INDEX IF NOT EXISTS messages_exp ON messages(expires_at)",
       `CREATE TABLE IF NOT EXISTS attempts (
@@ -108,6 +118,11 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
 
   protected expiringTables(): string[] {
     return ["messages", "attempts"];
+  }
+
+  protected override upgrades(): Record<string, string[]> {
+    // Issue 38 item 12a: queues made before the backlog was brought forward.
+    return { messages: ["ALTER TABLE messages ADD COLUMN brought_forward INTEGER NOT NULL DEFAULT 0"] };
   }
 
   /** Queues messages (a key already queued is left as it is: a repeated flush queues nothing twice). */
@@ -175,7 +190,8 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
     const policy = webhookPolicy(this.env);
     const replayed = this.sql
       .exec(
-        `UPDATE messages SET status = 'pending', attempts = 0, first_at = ?, next_at = ?, expires_at = ?
+        `UPDATE messages SET status = 'pending', attempts = 0, first_at = ?, next_at = ?, expires_at = ?,
+           brought_forward = 0
          WHERE endpoint_id = ? AND status != 'pending' AND ${"id" in which ? "id = ?" : "created_at >= ?"} RETURNING key`,
         now,
         now,
@@ -394,6 +410,8 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
       const endpoint = endpoints.get(id);
       if (!endpoint) continue;
       if (t.ok > 0) {
+        // It answers again after failures: what waits for a retry need not wait out its backoff.
+        if (endpoint.consecutive_failures > 0 || t.failed > 0) this.#bringBacklogForward(id, at);
         if (endpoint.consecutive_failures > 0)
           await this.env.DB.prepare(
             "UPDATE webhook_endpoints SET consecutive_failures = 0, failing_since = NULL WHERE id = ?",
@@ -435,6 +453,32 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
         }
       }
     }
+  }
+
+  /**
+   * Issue 38 item 12a: a delivery to the endpoint has just succeeded, so its messages waiting for a
+   * retry after failing for want of an answer (no answer, or a 5xx) are due now, each within
+   * BRING_FORWARD_SPREAD_MS, instead of at their backoff step (up to 8 h after a short outage). Only
+   * the schedule changes: each message is still one row, sent by this alarm alone, so none is sent
+   * twice. A message refused with a 4xx or a 3xx keeps its backoff, and one message is brought forward
+   * at most BRING_FORWARD_MAX times, so a receiver failing one message while it accepts the others is
+   * not sent that message at the pace of the others.
+   */
+  #bringBacklogForward(endpointId: string, at: number): void {
+    const brought = this.sql
+      .exec(
+        `UPDATE messages SET next_at = ? + ABS(RANDOM() % ?), brought_forward = brought_forward + 1
+         WHERE endpoint_id = ? AND status = 'pending' AND next_at > ? AND attempts > 0
+           AND (last_status = 0 OR last_status >= 500) AND brought_forward < ? RETURNING key`,
+        at,
+        BRING_FORWARD_SPREAD_MS,
+        endpointId,
+        at + BRING_FORWARD_SPREAD_MS,
+        BRING_FORWARD_MAX,
+      )
+      .toArray().length;
+    if (brought)
+      log("info", "webhooks: an endpoint answers again; its backlog is due now", { endpoint: endpointId, brought });
   }
 }
 countVerbCalls(WebhookOutbox);

@@ -1,4 +1,4 @@
-import { abortAllDurableObjects, env, runDurableObjectAlarm } from "cloudflare:test";
+import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { webhookUrlProblem } from "../../workers/shared/webhooks/endpoints";
@@ -12,11 +12,13 @@ import {
   latestCode,
   pinClock,
   pkce,
+  policy,
   registerClient,
   type Store,
   shardStub,
   sql,
   uniqueEmail,
+  withVars,
   writeBehindStub,
 } from "../support/harness";
 
@@ -214,6 +216,81 @@ describe("webhooks: delivery (issue 25)", () => {
     expect(new Set(delivered).size).toBe(2);
     expect(new Set(got.map((r) => r.headers["webhook-id"]))).toEqual(new Set(delivered));
     for (const r of got) verify(endpoint.secret, r);
+  });
+
+  it("brings an endpoint's backlog forward once a delivery to it succeeds, each message delivered once (issue 38 item 12a)", async () => {
+    const start = Date.now();
+    const at = pinClock(start);
+    const hook = receiver("down");
+    const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
+    for (let i = 0; i < 3; i++) await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    // Four failed attempts each (5 s, 30 s, 2 min, then the 10-minute step), the receiver down at each.
+    let now = 0;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      await deliver(endpoint);
+      now = Math.max(...(await messagesOf(endpoint)).map((m) => m.next_at)) - start;
+      if (attempt < 3) at(now);
+    }
+    const backlog = await messagesOf(endpoint);
+    expect(backlog.map((m) => [m.status, m.attempts])).toEqual(Array(3).fill(["pending", 4]));
+    const waiting = Math.min(...backlog.map((m) => m.next_at));
+    // The receiver answers again: a new message, due now, is delivered ...
+    await setReceiver(hook.name, "up");
+    const later = now - 600_000 * 0.8 + 1_000;
+    at(later);
+    expect(start + later).toBeLessThan(waiting - 60_000);
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    // ... and the backlog is due within seconds, not at its 10-minute step.
+    const brought = (await messagesOf(endpoint)).filter((m) => m.status === "pending");
+    expect(brought).toHaveLength(3);
+    for (const m of brought) expect(m.next_at - (start + later)).toBeLessThanOrEqual(5_000);
+    at(later + 5_000);
+    await deliver(endpoint);
+    expect((await messagesOf(endpoint)).map((m) => m.status)).toEqual(Array(4).fill("delivered"));
+    // Each message reached the receiver (a 200) once.
+    const ok = (await received(hook.name)).filter((r) => r.answered === 200).map((r) => r.headers["webhook-id"]);
+    expect(ok).toHaveLength(4);
+    expect(new Set(ok).size).toBe(4);
+    // Another success finds nothing more to bring forward.
+    await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
+    await deliver(endpoint);
+    expect((await received(hook.name)).filter((r) => r.answered === 200)).toHaveLength(5);
+  });
+
+  it("upgrades a queue from before the backlog was brought forward, keeping its messages", async () => {
+    const name = `test-webhook-upgrade-${Math.random()}`;
+    const old = env.WEBHOOKS.get(env.WEBHOOKS.idFromName(name));
+    // The messages table as issue 25 made it, with a pending message, then a new instance over it.
+    await runInDurableObject(old, (_i, state) => {
+      state.storage.sql.exec(`CREATE TABLE messages (key TEXT PRIMARY KEY, id TEXT NOT NULL, endpoint_id TEXT NOT NULL,
+        tenant TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL, status TEXT NOT NULL, attempts INTEGER NOT NULL,
+        first_at INTEGER NOT NULL, next_at INTEGER NOT NULL, last_status INTEGER, last_error TEXT,
+        created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID`);
+      state.storage.sql.exec(
+        "INSERT INTO messages VALUES ('m1:e1', 'm1', 'e1', 'default', 'webhook.test', '{}', 'pending', 2, 1, 2, 503, 'answered 503', 1, ?)",
+        Date.now() + 86_400_000,
+      );
+    });
+    const upgraded = env.WEBHOOKS.get(env.WEBHOOKS.idFromName(name));
+    const columns = await runInDurableObject(upgraded, (instance, state) => {
+      const fresh = new (instance.constructor as new (ctx: DurableObjectState, env: unknown) => unknown)(
+        (instance as unknown as { ctx: DurableObjectState }).ctx,
+        env,
+      ) as { schemaReady(): void };
+      fresh.schemaReady();
+      return state.storage.sql
+        .exec<{ name: string }>("SELECT name FROM pragma_table_info('messages')")
+        .toArray()
+        .map((c) => c.name);
+    });
+    expect(columns).toContain("brought_forward");
+    const kept = (await (upgraded as unknown as { listMessages: (...a: unknown[]) => Promise<unknown[]> }).listMessages(
+      "e1",
+      "pending",
+      10,
+    )) as { id: string; attempts: number }[];
+    expect(kept.map((m) => [m.id, m.attempts])).toEqual([["m1", 2]]);
   });
 
   it("fails a message after a day of retries (the dead letter), and replays it on demand", async () => {
@@ -417,6 +494,49 @@ describe("webhooks: endpoints (issue 25)", () => {
     expect(listed.webhooks).toEqual([]);
     expect((await admin(`/webhooks/${endpoint.id}`, { method: "DELETE" })).status).toBe(204);
     expect((await admin(`/webhooks/${endpoint.id}`)).status).toBe(404);
+  });
+
+  it("pages the list with a cursor and caps a tenant's endpoints at webhook_endpoints_per_tenant (issue 38 item 5)", async () => {
+    const tenant = `whcap-${Math.random().toString(36).slice(2, 8)}`;
+    expect((await admin("/tenants", { method: "POST", json: { id: tenant, name: "Capped" } })).status).toBe(201);
+    const cap = 7;
+    const capped = withVars({ POLICY: policy({ webhook_endpoints_per_tenant: cap }) });
+    const create = () =>
+      admin(`/tenants/${tenant}/webhooks`, { method: "POST", json: { url: receiver().url, events: ["*"] } }, capped);
+    const ids: string[] = [];
+    for (let i = 0; i < cap; i++) {
+      const res = await create();
+      expect(res.status, await res.clone().text()).toBe(201);
+      ids.push(((await res.json()) as { id: string }).id);
+    }
+    // One over the cap: a clear 409, and nothing stored (a hidden endpoint would receive every event).
+    const over = await create();
+    expect(over.status).toBe(409);
+    expect(((await over.json()) as { error_description: string }).error_description).toContain(
+      "webhook_endpoints_per_tenant",
+    );
+    const stored = await env.DB.prepare("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE tenant = ?")
+      .bind(tenant)
+      .first<{ n: number }>();
+    expect(stored?.n).toBe(cap);
+    // Every endpoint is reachable through the pages, each once, and the last page says so.
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page < 10; page++) {
+      const res = await admin(`/tenants/${tenant}/webhooks?limit=3${cursor ? `&after=${cursor}` : ""}`);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { webhooks: { id: string }[]; next: string | null };
+      expect(body.webhooks.length).toBeLessThanOrEqual(3);
+      seen.push(...body.webhooks.map((w) => w.id));
+      cursor = body.next;
+      if (!cursor) break;
+    }
+    expect(seen.sort()).toEqual([...ids].sort());
+    expect((await admin(`/tenants/${tenant}/webhooks?limit=0`)).status).toBe(400);
+    // Deleting one makes room for one.
+    expect((await admin(`/tenants/${tenant}/webhooks/${ids[0]}`, { method: "DELETE" })).status).toBe(204);
+    expect((await create()).status).toBe(201);
+    expect((await create()).status).toBe(409);
   });
 
   it("counts deliveries in GET /admin/v1/stats", async () => {

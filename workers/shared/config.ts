@@ -176,6 +176,11 @@ export const policyFields = z.object({
     .max(30 * 86_400)
     .default(3 * 86_400),
   webhook_timeout_ms: z.number().int().min(1_000).max(30_000).default(10_000),
+  /**
+   * Webhook endpoints one tenant may have (issue 38 item 5): each subscribed endpoint is a delivery of
+   * every event, so a tenant's fan-out is bounded; over it, `POST /webhooks` is 409.
+   */
+  webhook_endpoints_per_tenant: z.number().int().min(1).max(1_000).default(50),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
   body_deadline_seconds: z.number().int().min(1).max(60).default(10),
   login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),

@@ -8,7 +8,7 @@ import { scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
 import { ADMIN_ROUTES } from "./routes";
 import { CONTROLLER_CRON, runShardController } from "./shard-controller";
-import { requireAdminOrTenantKey, scopeToTenant } from "./tenants";
+import { requireAdminOrTenantKey, resumeTenantPurges, scopeToTenant } from "./tenants";
 
 /** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
 export const app = createApp("admin");
@@ -33,8 +33,8 @@ for (const route of ADMIN_ROUTES)
 export default {
   fetch: app.fetch,
   /**
-   * The crons (op-mgmt's wrangler.toml): every 5 minutes the shard controller (when enabled); hourly,
-   * key rotation when due and audit retention as well.
+   * The crons (op-mgmt's wrangler.toml): every 5 minutes the shard controller (when enabled) and the
+   * tenant purges a crash cut short; hourly, key rotation when due and audit retention as well.
    */
   async scheduled(controller, env, ctx) {
     const config = loadConfig(env);
@@ -42,6 +42,9 @@ export default {
     const work: Promise<unknown>[] = [
       runShardController(env, config, now).then((decisions) => {
         for (const d of decisions) if (d.action !== "none") log("info", "shard controller", { ...d });
+      }),
+      resumeTenantPurges(env, config).then((finished) => {
+        if (finished.length) log("info", "tenant purges finished by the cron", { tenants: finished });
       }),
     ];
     if (controller.cron !== CONTROLLER_CRON)

@@ -127,8 +127,9 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
   {
     method: "get",
     path: "/admin/v1/webhooks",
-    summary: "List webhook endpoints",
+    summary: "List webhook endpoints, by id (`next` is the `after` of the next page)",
     handler: listWebhooks,
+    query: ["after", "limit"],
     scope: "tenant",
   },
   {

@@ -2,7 +2,9 @@ import type { Context, Next } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
 import { brandingSchema } from "../../shared/branding";
+import type { Config } from "../../shared/config";
 import { randomToken, sha256, timingSafeEqualString } from "../../shared/crypto";
+import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { LOCALE_TAGS } from "../../shared/i18n/locales";
@@ -201,10 +203,10 @@ const DELETE_BATCH = 5_000;
 /**
  * `DELETE /admin/v1/tenants/{id}`: the tenant becomes a tombstone first (from then on every one of its
  * endpoints is 404 and every id, code, session, refresh token and access token it issued is refused:
- * ids name their tenant, tokens are signed with its keys), then its users, clients, keys and admin
- * keys are deleted in batches, and so are its entities, grants and entity types (issue 24). What its
- * logins left in the shared Durable Objects expires there by alarm, unreachable. Its id is never
- * given to another tenant.
+ * ids name their tenant, tokens are signed with its keys), then its data is purged (purgeTenantData).
+ * A purge cut short (a crash, a limit hit) is finished by the cron (resumeTenantPurges), or by this
+ * DELETE repeated. What its logins left in the shared Durable Objects expires there by alarm,
+ * unreachable. Its id is never given to another tenant.
  */
 export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
   const id = c.req.param("tenant") ?? "";
@@ -220,20 +222,33 @@ export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
       .run();
     await forgetTenantEverywhere(c, id);
   }
-  // Its entities and grants (issue 24), in every entity shard, a batch at a time.
-  const shards = allShards(c.get("config"), "entity");
-  for (let round = 0; round < 50; round++) {
-    const done = await Promise.all(shards.map((ref) => shard(c.env, "entity", ref).purgeTenant(id, DELETE_BATCH)));
-    if (done.every(Boolean)) break;
+  await purgeTenantData(c.env, c.get("config"), id);
+  return new Response(null, { status: 204 });
+}
+
+/**
+ * A deleted tenant's data, a batch at a time: its entities and grants in every entity shard (issue
+ * 24), its entity types and import jobs, its webhook endpoints (their sealed secrets; their queued
+ * messages then fail as "the endpoint was deleted" and expire), users, clients, signing keys and admin
+ * keys; then `purged_at` is set. Each step deletes only the tenant's rows, so running it again after
+ * an interruption, or twice at once, does no harm. True once all is gone; false when the entity
+ * shards still had rows after their rounds (the next cron run goes on).
+ */
+export async function purgeTenantData(env: Env, config: Config, id: string): Promise<boolean> {
+  const shards = allShards(config, "entity");
+  let entitiesGone = false;
+  for (let round = 0; round < 50 && !entitiesGone; round++) {
+    const done = await Promise.all(shards.map((ref) => shard(env, "entity", ref).purgeTenant(id, DELETE_BATCH)));
+    entitiesGone = done.every(Boolean);
   }
-  await c.env.DB.batch([
-    c.env.DB.prepare("DELETE FROM entity_types WHERE tenant = ?").bind(id),
-    c.env.DB.prepare("DELETE FROM import_jobs WHERE tenant = ?").bind(id),
+  await env.DB.batch([
+    env.DB.prepare("DELETE FROM entity_types WHERE tenant = ?").bind(id),
+    env.DB.prepare("DELETE FROM import_jobs WHERE tenant = ?").bind(id),
   ]);
-  for (const table of ["users", "clients", "signing_keys", "admin_keys"] as const) {
+  for (const table of ["webhook_endpoints", "users", "clients", "signing_keys", "admin_keys"] as const) {
     const key = table === "clients" ? "client_id" : table === "signing_keys" ? "kid" : "id";
     for (;;) {
-      const { meta } = await c.env.DB.prepare(
+      const { meta } = await env.DB.prepare(
         `DELETE FROM ${table} WHERE ${key} IN (SELECT ${key} FROM ${table} WHERE tenant = ? LIMIT ?)`,
       )
         .bind(id, DELETE_BATCH)
@@ -241,7 +256,30 @@ export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
       if (meta.changes < DELETE_BATCH) break;
     }
   }
-  return new Response(null, { status: 204 });
+  if (!entitiesGone) return false;
+  await env.DB.prepare("UPDATE tenants SET purged_at = ? WHERE id = ? AND status = 'deleted'")
+    .bind(Date.now(), id)
+    .run();
+  return true;
+}
+
+/** Deleted tenants whose purge one cron run finishes at most (each is batches of DELETE_BATCH rows). */
+export const PURGES_PER_RUN = 5;
+
+/**
+ * From op-mgmt's cron (issue 38 item 12c): the purges that did not finish (a tombstone without
+ * `purged_at`: the DELETE's Worker crashed or hit a limit after the tombstone) go on by themselves.
+ * The tenant answers 404 from the tombstone on, so no one could tell a purge was cut short.
+ */
+export async function resumeTenantPurges(env: Env, config: Config): Promise<string[]> {
+  const { results } = await env.DB.prepare(
+    "SELECT id FROM tenants WHERE status = 'deleted' AND purged_at IS NULL ORDER BY updated_at LIMIT ?",
+  )
+    .bind(PURGES_PER_RUN)
+    .all<{ id: string }>();
+  const finished: string[] = [];
+  for (const { id } of results) if (await purgeTenantData(env, config, id)) finished.push(id);
+  return finished;
 }
 
 /** A tenant changed: forgotten here (record and keys) and by the op-auth and op-token isolates op-mgmt reaches. */

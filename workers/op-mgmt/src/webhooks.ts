@@ -97,9 +97,12 @@ export async function createWebhook(c: Context<AppEnv>): Promise<Response> {
   const id = `kwh_${randomToken(16)}`;
   const secret = newWebhookSecret();
   const now = Date.now();
-  await c.env.DB.prepare(
+  const cap = config.POLICY.webhook_endpoints_per_tenant;
+  // The count and the insert are one statement (one D1 transaction): two creates at once cannot both
+  // take the last place.
+  const { meta } = await c.env.DB.prepare(
     `INSERT INTO webhook_endpoints (id, tenant, url, events, description, enabled, secret_sealed, shard, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE tenant = ?) < ?`,
   )
     .bind(
       id,
@@ -112,19 +115,30 @@ export async function createWebhook(c: Context<AppEnv>): Promise<Response> {
       shardAddress(routeKey(config, "webhook", id, config.REGIONS.default)),
       now,
       now,
+      config.TENANT,
+      cap,
     )
     .run();
+  if (!meta.changes)
+    throw new OAuthError(
+      "conflict",
+      `this tenant has ${cap} webhook endpoints, the most webhook_endpoints_per_tenant allows; delete one first`,
+    );
   // The secret is shown once; it is kept only sealed.
   return json({ ...view(await load(c, id)), secret }, 201, NO_STORE);
 }
 
+/** `GET /webhooks?limit=&after=`: by id, pages of `limit` after `after`, as users and tenants are listed. */
 export async function listWebhooks(c: Context<AppEnv>): Promise<Response> {
+  const limit = queryLimit(c, 100, 1000);
+  const after = c.req.query("after") ?? "";
   const { results } = await c.env.DB.prepare(
-    "SELECT * FROM webhook_endpoints WHERE tenant = ? ORDER BY created_at, id LIMIT 100",
+    "SELECT * FROM webhook_endpoints WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?",
   )
-    .bind(c.get("config").TENANT)
+    .bind(c.get("config").TENANT, after, limit)
     .all<WebhookEndpointRow>();
-  return json({ webhooks: results.map(view) });
+  const last = results.at(-1);
+  return json({ webhooks: results.map(view), next: results.length === limit && last ? last.id : null });
 }
 
 export async function getWebhook(c: Context<AppEnv>): Promise<Response> {
