@@ -11,7 +11,7 @@ import {
   uniqueEmail,
   withVars,
 } from "../support/harness";
-import { createTenant } from "../tenants/support";
+import { createTenant, uniqueTenantId } from "../tenants/support";
 
 /**
  * The login pages as a person gets them (issue 26), over HTTP in workerd: the application's name and
@@ -92,6 +92,77 @@ describe("branding", () => {
       expect(((await res.json()) as { error: string }).error).toBe("invalid_request");
     }
   });
+  it("a branding URL a page or its CSP cannot use is a 400 invalid_request that says why, never a 500 (issue 38)", async () => {
+    const bad = [
+      "//evil.example/x.png", // protocol-relative
+      "https://evil.example;script-src *", // a CSP directive after the host
+      "https://evil.example;script-src/x.png", // the URL parser keeps `;` in the host, so in its origin
+      "https://evil.example,x/x.png",
+      "https://evil.example%3Bscript-src/x.png", // the same, percent-encoded in the host
+      "https://evil.example'x/x.png",
+      'https://evil.example"x/x.png',
+      "https://cdn.acme.test/logo.png' 'unsafe-inline",
+      "https://cdn.acme.test/a logo.png",
+      " https://cdn.acme.test/logo.png",
+      "https://cdn.acme.test/<logo>.png",
+      "https://cdn.acme.test\\logo.png",
+      "https://cdn.acmé.test/logo.png",
+      "https://user:pass@cdn.acme.test/logo.png",
+      "javascript:alert(1)",
+      "data:image/png;base64,AAAA",
+      "http://cdn.acme.test/logo.png", // http only for localhost
+      "ftp://cdn.acme.test/logo.png",
+      "https:cdn.acme.test/logo.png",
+      "https://",
+      `https://cdn.acme.test/${"a".repeat(520)}.png`,
+    ];
+    const tenant = await createTenant();
+    for (const logo_uri of bad) {
+      for (const [path, json] of [
+        ["/tenants", { id: uniqueTenantId(), name: "Acme", branding: { logo_uri } }],
+        [`/tenants/${tenant.id}`, { branding: { logo_uri } }],
+        [
+          "/clients",
+          {
+            client_name: "x",
+            redirect_uris: ["https://rp.example.com/cb"],
+            token_endpoint_auth_method: "none",
+            branding: { logo_uri },
+          },
+        ],
+        [
+          "/clients",
+          {
+            client_name: "x",
+            redirect_uris: ["https://rp.example.com/cb"],
+            token_endpoint_auth_method: "none",
+            branding: { support_uri: logo_uri },
+          },
+        ],
+      ] as const) {
+        const res = await admin(path, { method: path === "/tenants" || path === "/clients" ? "POST" : "PATCH", json });
+        const body = (await res.json()) as { error: string; error_description: string };
+        expect(res.status, `${path} ${logo_uri}: ${JSON.stringify(body)}`).toBe(400);
+        expect(body.error).toBe("invalid_request");
+        expect(body.error_description).toMatch(/^branding\.(logo_uri|support_uri): must /);
+      }
+    }
+    for (const support_uri of ["mailto:a@b.example,c@d.example", "mailto:a@b.example?bcc=c@d.example", "mailto:"]) {
+      const res = await admin(`/tenants/${tenant.id}`, { method: "PATCH", json: { branding: { support_uri } } });
+      expect(res.status, support_uri).toBe(400);
+      expect(((await res.json()) as { error_description: string }).error_description).toContain("mailto:");
+    }
+    // What a brand does use still passes: an IDN in its ASCII form, a port, a path with , and ;, loopback http.
+    for (const logo_uri of [
+      "https://xn--acm-bma.test:8443/cdn-cgi/image/width=80,quality=75/logo.png",
+      "https://cdn.acme.test/a;v=2/logo%20x.svg?size=2#top",
+      "http://localhost:8787/logo.svg",
+      "https://[2001:db8::1]/logo.png",
+    ]) {
+      const res = await admin(`/tenants/${tenant.id}`, { method: "PATCH", json: { branding: { logo_uri } } });
+      expect(res.status, `${logo_uri}: ${await res.clone().text()}`).toBe(200);
+    }
+  }, 60_000);
 });
 
 describe("language", () => {

@@ -103,9 +103,15 @@ export interface TenantRow {
 }
 
 export function tenantFromRow(row: TenantRow): Tenant {
-  const parsed = tenantSettingsSchema.safeParse(JSON.parse(row.settings));
+  const stored = JSON.parse(row.settings) as Record<string, unknown>;
   // Settings are validated when written; a row that no longer parses (a field removed since) keeps its
-  // tenant working on the deployment's defaults rather than failing every request.
+  // tenant working on the deployment's defaults rather than failing every request. Branding checked
+  // more strictly since it was written (issue 38: hosts a CSP cannot name) costs the branding alone.
+  let parsed = tenantSettingsSchema.safeParse(stored);
+  if (!parsed.success && "branding" in stored) {
+    parsed = tenantSettingsSchema.safeParse({ ...stored, branding: {} });
+    if (parsed.success) log("warn", "tenant branding does not parse; the default look applies", { tenant: row.id });
+  }
   if (!parsed.success) log("error", "tenant settings do not parse; deployment defaults apply", { tenant: row.id });
   return { ...row, settings: parsed.success ? parsed.data : tenantSettingsSchema.parse({}) };
 }
