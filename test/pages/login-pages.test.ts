@@ -51,7 +51,7 @@ describe("branding", () => {
     const plain = await registerClient({ client_name: "Acme Billing" }, undefined, tenant.id);
     const browser = new Browser({ base: `/t/${tenant.id}` });
     const { res, html } = await openLoginPage(browser, plain);
-    expect(html).toContain("<h1>Sign in to Acme Billing</h1>");
+    expect(html).toContain("<h1>Sign in to <bdi>Acme Billing</bdi></h1>");
     expect(html).toContain('<img src="https://cdn.acme.test/logo.svg" alt=""');
     expect(html).toContain("<span>Acme</span>");
     expect(html).toContain("--primary:#aa3300");
@@ -69,7 +69,7 @@ describe("branding", () => {
       tenant.id,
     );
     const second = await openLoginPage(new Browser({ base: `/t/${tenant.id}` }), branded);
-    expect(second.html).toContain("<h1>Sign in to Globex Portal</h1>");
+    expect(second.html).toContain("<h1>Sign in to <bdi>Globex Portal</bdi></h1>");
     expect(second.html).toContain("<span>Globex</span>");
     // Yellow cannot carry white text: black on it; links darkened to 4.5:1.
     expect(second.html).toMatch(/--primary:#ffff00;--on-primary:#111111;--accent:#[0-9a-f]{6}/);
@@ -163,6 +163,72 @@ describe("branding", () => {
       expect(res.status, `${logo_uri}: ${await res.clone().text()}`).toBe(200);
     }
   }, 60_000);
+});
+
+describe("names and addresses in either direction (issue 38)", () => {
+  it("a name with a bidirectional control is a 400 invalid_request, wherever a name is set", async () => {
+    const tenant = await createTenant();
+    const client = { redirect_uris: ["https://rp.example.com/cb"], token_endpoint_auth_method: "none" };
+    for (const control of [
+      "\u202a",
+      "\u202b",
+      "\u202c",
+      "\u202d",
+      "\u202e",
+      "\u2066",
+      "\u2067",
+      "\u2068",
+      "\u2069",
+      "\u200e",
+      "\u200f",
+      "\u061c",
+    ]) {
+      const name = `Acme ${control}gnp.exe`;
+      for (const [method, path, json, field] of [
+        ["POST", "/tenants", { id: uniqueTenantId(), name }, "name"],
+        ["PATCH", `/tenants/${tenant.id}`, { name }, "name"],
+        ["PATCH", `/tenants/${tenant.id}`, { branding: { product_name: name } }, "branding.product_name"],
+        ["PATCH", `/tenants/${tenant.id}`, { mail: { from_name: name } }, "mail.from_name"],
+        ["POST", "/clients", { ...client, client_name: name }, "client_name"],
+        [
+          "POST",
+          "/clients",
+          { ...client, client_name: "x", branding: { product_name: name } },
+          "branding.product_name",
+        ],
+        ["POST", "/organizations", { name }, "name"],
+        ["POST", "/entities", { type: "team", name }, "name"],
+        ["POST", "/users", { email: uniqueEmail("bidi"), name }, "name"],
+      ] as const) {
+        const res = await admin(path, { method, json });
+        const body = (await res.json()) as { error: string; error_description: string };
+        expect(res.status, `${method} ${path} ${JSON.stringify(control)}: ${JSON.stringify(body)}`).toBe(400);
+        expect(body.error).toBe("invalid_request");
+        expect(body.error_description).toContain(`${field}: must not contain bidirectional control characters`);
+      }
+    }
+    // Arabic and Hebrew names themselves are welcome.
+    const res = await admin(`/tenants/${tenant.id}`, {
+      method: "PATCH",
+      json: { name: "شركة أكمي", branding: { product_name: "אקמי" } },
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+  }, 60_000);
+
+  it("on the Arabic code page the address reads left to right and the application's name is isolated", async () => {
+    const client = await registerClient({ client_name: "Acme (EU)" });
+    const browser = new Browser();
+    const { tx, html } = await openLoginPage(browser, client, { ui_locales: "ar" });
+    expect(html).toContain("<h1>تسجيل الدخول إلى <bdi>Acme (EU)</bdi></h1>");
+    const email = uniqueEmail("ar");
+    const gen = await browser.postForm("/email-code/generate", { tx, email });
+    expect(gen.status).toBe(200);
+    const page = await gen.text();
+    expect(page).toContain('<html lang="ar" dir="rtl">');
+    expect(page).toContain(
+      `إذا كان بإمكان <strong><bdi dir="ltr">${email}</bdi></strong> تسجيل الدخول إلى <bdi>Acme (EU)</bdi>`,
+    );
+  });
 });
 
 describe("language", () => {

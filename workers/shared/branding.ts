@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { displayName } from "./display-name.ts";
 import type { Locale } from "./i18n/locales.ts";
 
 /**
@@ -59,7 +60,7 @@ const MAILTO = /^mailto:[A-Za-z0-9.!#$%&*+/=^_{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z
 export const brandingSchema = z
   .object({
     /** The product the person signs in to, shown beside the logo and in mail; the tenant's name when unset. */
-    product_name: z.string().trim().min(1).max(100).optional(),
+    product_name: displayName(100).optional(),
     /** The logo, loaded from the tenant's own host (the page's CSP names its origin in `img-src`). */
     logo_uri: brandUrl.optional(),
     /** `#rrggbb`: buttons, links and the focus ring. */

@@ -111,6 +111,12 @@ export function messageRegion(message?: PageMessage): string {
 export const hidden = (name: string, value: string) =>
   `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`;
 
+/**
+ * A name someone chose (the application's), isolated in its own direction (`<bdi>`, HTML §4.5.24): an
+ * Arabic name in an English sentence, or `Acme (EU)` in an Arabic one, keeps its order and leaves the
+ * sentence's alone.
+ */
+export const isolated = (text: string) => new Html(`<bdi>${escapeHtml(text)}</bdi>`);
 /** Text that reads left to right inside any page (an address, a code), isolated from the text around it. */
 export const ltr = (text: string) => new Html(`<bdi class="ltr" dir="ltr">${escapeHtml(text)}</bdi>`);
 export const strong = (text: string) => new Html(`<strong>${escapeHtml(text)}</strong>`);
