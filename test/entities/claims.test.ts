@@ -301,7 +301,7 @@ describe("reserved claim names (issue 38)", () => {
     });
   });
 
-  it("a user without a name does not get the organization's name as `name`, even from a template stored before the rule", async () => {
+  it("a user without a name does not get the organization's name as name, even from a template stored before the rule", async () => {
     const org = await createOrganization("Initrode", { attributes: { plan: "silver" } });
     const user = await createUser();
     await addMember(org.id, user.id, ["member"]);
