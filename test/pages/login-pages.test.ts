@@ -1,3 +1,4 @@
+import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   admin,
@@ -163,6 +164,31 @@ describe("branding", () => {
       expect(res.status, `${logo_uri}: ${await res.clone().text()}`).toBe(200);
     }
   }, 60_000);
+});
+
+describe("settings stored before the issue 38 checks", () => {
+  it("a tenant whose stored branding or mail no longer parses loses that section alone, not its policy", async () => {
+    const tenant = await createTenant({
+      policy: { otp_max_attempts: 3 },
+      signup: "invite",
+      branding: { primary_color: "#aa3300" },
+      mail: { reply_to: "help@acme.test" },
+    });
+    const stored = {
+      policy: { otp_max_attempts: 3 },
+      signup: "invite",
+      branding: { logo_uri: "https://evil.example;script-src/x.png", primary_color: "#aa3300" },
+      mail: { from_name: "Acme \u202egnp.exe" },
+    };
+    await env.DB.prepare("UPDATE tenants SET settings = ? WHERE id = ?").bind(JSON.stringify(stored), tenant.id).run();
+    const res = await admin(`/tenants/${tenant.id}`);
+    expect(res.status).toBe(200);
+    const read = (await res.json()) as Record<string, unknown>;
+    expect(read.policy).toEqual({ otp_max_attempts: 3 });
+    expect(read.signup).toBe("invite");
+    expect(read.branding).toEqual({});
+    expect(read.mail).toEqual({});
+  });
 });
 
 describe("names and addresses in either direction (issue 38)", () => {
