@@ -26,6 +26,8 @@ const LEAVES = new Set([
   "workers/shared/crypto.ts",
   // Import-free: the stores meter their D1 binding as the Workers do (issue 28).
   "workers/shared/d1-meter.ts",
+  // Zod alone: the one check of a name people see (issue 38), which config.ts and branding.ts use.
+  "workers/shared/display-name.ts",
   "workers/shared/env.ts",
   "workers/shared/log.ts",
   "workers/shared/regions.ts",

@@ -266,6 +266,71 @@ describe("organizations in tokens (CONTRACT §8)", () => {
   });
 });
 
+describe("reserved claim names (issue 38)", () => {
+  it("a template may not name a protocol, standard or Keyway claim in any case: 400 invalid_request", async () => {
+    for (const claim of [
+      "Sub",
+      "Iss",
+      "Org_id",
+      "ORG_ROLES",
+      "name",
+      "Name",
+      "preferred_username",
+      "Given_Name",
+      "Email_Verified",
+      "locale",
+    ]) {
+      const res = await scoped()("/clients", {
+        method: "POST",
+        json: {
+          client_name: "bad",
+          redirect_uris: ["https://rp.example.com/cb"],
+          token_endpoint_auth_method: "none",
+          token_claims: { claims: [{ claim, source: "organization.name" }] },
+        },
+      });
+      const body = (await res.json()) as { error: string; error_description: string };
+      expect(res.status, `${claim}: ${JSON.stringify(body)}`).toBe(400);
+      expect(body.error).toBe("invalid_request");
+      expect(body.error_description).toMatch(
+        /^token_claims\.claims\.0\.claim: that name, in any case, is a protocol claim/,
+      );
+    }
+    // A name of the template's own is still taken.
+    await registerClient({
+      token_endpoint_auth_method: "none",
+      token_claims: { claims: [{ claim: "org_name", source: "organization.name" }] },
+    });
+  });
+
+  it("a user without a name does not get the organization's name as name, even from a template stored before the rule", async () => {
+    const org = await createOrganization("Initrode", { attributes: { plan: "silver" } });
+    const user = await createUser();
+    await addMember(org.id, user.id, ["member"]);
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+    // A template written before names were reserved without regard to case, as D1 still holds it.
+    const legacy = {
+      claims: [
+        { claim: "name", source: "organization.name" },
+        { claim: "Sub", source: "organization.name" },
+        { claim: "plan", source: "organization.attributes.plan" },
+      ],
+    };
+    await env.DB.prepare("UPDATE clients SET token_claims = ? WHERE client_id = ?")
+      .bind(JSON.stringify(legacy), client.client_id)
+      .run();
+    const { tokens } = await fullLogin(client, user.email, { extra: { organization: org.id } });
+    const { id, access } = await claimsOf(tokens);
+    for (const token of [id, access]) {
+      expect(token.name).toBeUndefined();
+      expect(token.Sub).toBeUndefined();
+      // The template's other claims stay.
+      expect(token.plan).toBe("silver");
+      expect(token.org_id).toBe(org.id);
+    }
+  });
+});
+
 describe("a grant change reaches the next tokens", () => {
   it("a removed membership: gone from the next login at once, and its login's refresh is refused", async () => {
     const org = await createOrganization("Leaving");

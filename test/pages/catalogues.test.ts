@@ -145,6 +145,30 @@ describe("the code mail", () => {
     expect(arabic.text).toContain("10 دقائق");
   });
 
+  it("in Arabic, the application, the host and the support address are isolated from the sentence (issue 38)", () => {
+    const look = { product: "Acme", app: "Acme (EU)", support_uri: "mailto:help@acme.test" };
+    const arabic = renderOtpMail({ MAIL_FROM: "login@acme.test" }, { ...message, look: { ...look, locale: "ar" } });
+    expect(arabic.html).toContain("<bdi>Acme (EU)</bdi>");
+    expect(arabic.html).toContain('<bdi dir="ltr">login.acme.test</bdi>');
+    expect(arabic.html).toContain('<bdi dir="ltr"><a href="mailto:help@acme.test"');
+    // The text part: FSI/LRI ... PDI (UAX #9 §2.4) around the name and each address.
+    expect(arabic.text).toContain("\u2068Acme (EU)\u2069");
+    expect(arabic.text).toContain("\u2066login.acme.test\u2069");
+    expect(arabic.text).toContain("\u2066help@acme.test\u2069");
+    expect(arabic.text).toContain("-- \u2068Acme\u2069 (\u2066https://login.acme.test\u2069)");
+    // A left-to-right mail needs none of them, and its text stays free of invisible characters.
+    const english = renderOtpMail({ MAIL_FROM: "login@acme.test" }, { ...message, look: { ...look, locale: "en" } });
+    expect(english.text).not.toMatch(/[\u2066-\u2069]/);
+    expect(english.text).toContain("Need help? help@acme.test");
+    // A name stored before the API refused bidi controls does not reorder the subject or the sender.
+    const stored = renderOtpMail(
+      { MAIL_FROM: "login@acme.test" },
+      { ...message, look: { product: "Acme \u202egnp.exe", app: "x", locale: "en" } },
+    );
+    expect(stored.subject).toBe("042917 is your Acme gnp.exe sign-in code");
+    expect(stored.fromName).toBe("Acme gnp.exe");
+  });
+
   it("without a look (older queued mail), English and the issuer's name, as before", () => {
     const mail = renderOtpMail({ MAIL_FROM: "login@acme.test" }, message);
     expect(mail.subject).toBe("042917 is your Keyway sign-in code");

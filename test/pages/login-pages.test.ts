@@ -1,3 +1,4 @@
+import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   admin,
@@ -11,7 +12,7 @@ import {
   uniqueEmail,
   withVars,
 } from "../support/harness";
-import { createTenant } from "../tenants/support";
+import { createTenant, uniqueTenantId } from "../tenants/support";
 
 /**
  * The login pages as a person gets them (issue 26), over HTTP in workerd: the application's name and
@@ -51,7 +52,7 @@ describe("branding", () => {
     const plain = await registerClient({ client_name: "Acme Billing" }, undefined, tenant.id);
     const browser = new Browser({ base: `/t/${tenant.id}` });
     const { res, html } = await openLoginPage(browser, plain);
-    expect(html).toContain("<h1>Sign in to Acme Billing</h1>");
+    expect(html).toContain("<h1>Sign in to <bdi>Acme Billing</bdi></h1>");
     expect(html).toContain('<img src="https://cdn.acme.test/logo.svg" alt=""');
     expect(html).toContain("<span>Acme</span>");
     expect(html).toContain("--primary:#aa3300");
@@ -69,7 +70,7 @@ describe("branding", () => {
       tenant.id,
     );
     const second = await openLoginPage(new Browser({ base: `/t/${tenant.id}` }), branded);
-    expect(second.html).toContain("<h1>Sign in to Globex Portal</h1>");
+    expect(second.html).toContain("<h1>Sign in to <bdi>Globex Portal</bdi></h1>");
     expect(second.html).toContain("<span>Globex</span>");
     // Yellow cannot carry white text: black on it; links darkened to 4.5:1.
     expect(second.html).toMatch(/--primary:#ffff00;--on-primary:#111111;--accent:#[0-9a-f]{6}/);
@@ -91,6 +92,168 @@ describe("branding", () => {
       expect(res.status, JSON.stringify(branding)).toBe(400);
       expect(((await res.json()) as { error: string }).error).toBe("invalid_request");
     }
+  });
+  it("a branding URL a page or its CSP cannot use is a 400 invalid_request that says why, never a 500 (issue 38)", async () => {
+    const bad = [
+      "//evil.example/x.png", // protocol-relative
+      "https://evil.example;script-src *", // a CSP directive after the host
+      "https://evil.example;script-src/x.png", // the URL parser keeps `;` in the host, so in its origin
+      "https://evil.example,x/x.png",
+      "https://evil.example%3Bscript-src/x.png", // the same, percent-encoded in the host
+      "https://evil.example'x/x.png",
+      'https://evil.example"x/x.png',
+      "https://cdn.acme.test/logo.png' 'unsafe-inline",
+      "https://cdn.acme.test/a logo.png",
+      " https://cdn.acme.test/logo.png",
+      "https://cdn.acme.test/<logo>.png",
+      "https://cdn.acme.test\\logo.png",
+      "https://cdn.acmé.test/logo.png",
+      "https://user:pass@cdn.acme.test/logo.png",
+      "javascript:alert(1)",
+      "data:image/png;base64,AAAA",
+      "http://cdn.acme.test/logo.png", // http only for localhost
+      "ftp://cdn.acme.test/logo.png",
+      "https:cdn.acme.test/logo.png",
+      "https://",
+      `https://cdn.acme.test/${"a".repeat(520)}.png`,
+    ];
+    const tenant = await createTenant();
+    for (const logo_uri of bad) {
+      for (const [path, json] of [
+        ["/tenants", { id: uniqueTenantId(), name: "Acme", branding: { logo_uri } }],
+        [`/tenants/${tenant.id}`, { branding: { logo_uri } }],
+        [
+          "/clients",
+          {
+            client_name: "x",
+            redirect_uris: ["https://rp.example.com/cb"],
+            token_endpoint_auth_method: "none",
+            branding: { logo_uri },
+          },
+        ],
+        [
+          "/clients",
+          {
+            client_name: "x",
+            redirect_uris: ["https://rp.example.com/cb"],
+            token_endpoint_auth_method: "none",
+            branding: { support_uri: logo_uri },
+          },
+        ],
+      ] as const) {
+        const res = await admin(path, { method: path === "/tenants" || path === "/clients" ? "POST" : "PATCH", json });
+        const body = (await res.json()) as { error: string; error_description: string };
+        expect(res.status, `${path} ${logo_uri}: ${JSON.stringify(body)}`).toBe(400);
+        expect(body.error).toBe("invalid_request");
+        expect(body.error_description).toMatch(/^branding\.(logo_uri|support_uri): must /);
+      }
+    }
+    for (const support_uri of ["mailto:a@b.example,c@d.example", "mailto:a@b.example?bcc=c@d.example", "mailto:"]) {
+      const res = await admin(`/tenants/${tenant.id}`, { method: "PATCH", json: { branding: { support_uri } } });
+      expect(res.status, support_uri).toBe(400);
+      expect(((await res.json()) as { error_description: string }).error_description).toContain("mailto:");
+    }
+    // What a brand does use still passes: an IDN in its ASCII form, a port, a path with , and ;, loopback http.
+    for (const logo_uri of [
+      "https://xn--acm-bma.test:8443/cdn-cgi/image/width=80,quality=75/logo.png",
+      "https://cdn.acme.test/a;v=2/logo%20x.svg?size=2#top",
+      "http://localhost:8787/logo.svg",
+      "https://[2001:db8::1]/logo.png",
+    ]) {
+      const res = await admin(`/tenants/${tenant.id}`, { method: "PATCH", json: { branding: { logo_uri } } });
+      expect(res.status, `${logo_uri}: ${await res.clone().text()}`).toBe(200);
+    }
+  }, 60_000);
+});
+
+describe("settings stored before the issue 38 checks", () => {
+  it("a tenant whose stored branding or mail no longer parses loses that section alone, not its policy", async () => {
+    const tenant = await createTenant({
+      policy: { otp_max_attempts: 3 },
+      signup: "invite",
+      branding: { primary_color: "#aa3300" },
+      mail: { reply_to: "help@acme.test" },
+    });
+    const stored = {
+      policy: { otp_max_attempts: 3 },
+      signup: "invite",
+      branding: { logo_uri: "https://evil.example;script-src/x.png", primary_color: "#aa3300" },
+      mail: { from_name: "Acme \u202egnp.exe" },
+    };
+    await env.DB.prepare("UPDATE tenants SET settings = ? WHERE id = ?").bind(JSON.stringify(stored), tenant.id).run();
+    const res = await admin(`/tenants/${tenant.id}`);
+    expect(res.status).toBe(200);
+    const read = (await res.json()) as Record<string, unknown>;
+    expect(read.policy).toEqual({ otp_max_attempts: 3 });
+    expect(read.signup).toBe("invite");
+    expect(read.branding).toEqual({});
+    expect(read.mail).toEqual({});
+  });
+});
+
+describe("names and addresses in either direction (issue 38)", () => {
+  it("a name with a bidirectional control is a 400 invalid_request, wherever a name is set", async () => {
+    const tenant = await createTenant();
+    const client = { redirect_uris: ["https://rp.example.com/cb"], token_endpoint_auth_method: "none" };
+    for (const control of [
+      "\u202a",
+      "\u202b",
+      "\u202c",
+      "\u202d",
+      "\u202e",
+      "\u2066",
+      "\u2067",
+      "\u2068",
+      "\u2069",
+      "\u200e",
+      "\u200f",
+      "\u061c",
+    ]) {
+      const name = `Acme ${control}gnp.exe`;
+      for (const [method, path, json, field] of [
+        ["POST", "/tenants", { id: uniqueTenantId(), name }, "name"],
+        ["PATCH", `/tenants/${tenant.id}`, { name }, "name"],
+        ["PATCH", `/tenants/${tenant.id}`, { branding: { product_name: name } }, "branding.product_name"],
+        ["PATCH", `/tenants/${tenant.id}`, { mail: { from_name: name } }, "mail.from_name"],
+        ["POST", "/clients", { ...client, client_name: name }, "client_name"],
+        [
+          "POST",
+          "/clients",
+          { ...client, client_name: "x", branding: { product_name: name } },
+          "branding.product_name",
+        ],
+        ["POST", "/organizations", { name }, "name"],
+        ["POST", "/entities", { type: "team", name }, "name"],
+        ["POST", "/users", { email: uniqueEmail("bidi"), name }, "name"],
+      ] as const) {
+        const res = await admin(path, { method, json });
+        const body = (await res.json()) as { error: string; error_description: string };
+        expect(res.status, `${method} ${path} ${JSON.stringify(control)}: ${JSON.stringify(body)}`).toBe(400);
+        expect(body.error).toBe("invalid_request");
+        expect(body.error_description).toContain(`${field}: must not contain bidirectional control characters`);
+      }
+    }
+    // Arabic and Hebrew names themselves are welcome.
+    const res = await admin(`/tenants/${tenant.id}`, {
+      method: "PATCH",
+      json: { name: "شركة أكمي", branding: { product_name: "אקמי" } },
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+  }, 60_000);
+
+  it("on the Arabic code page the address reads left to right and the application's name is isolated", async () => {
+    const client = await registerClient({ client_name: "Acme (EU)" });
+    const browser = new Browser();
+    const { tx, html } = await openLoginPage(browser, client, { ui_locales: "ar" });
+    expect(html).toContain("<h1>تسجيل الدخول إلى <bdi>Acme (EU)</bdi></h1>");
+    const email = uniqueEmail("ar");
+    const gen = await browser.postForm("/email-code/generate", { tx, email });
+    expect(gen.status).toBe(200);
+    const page = await gen.text();
+    expect(page).toContain('<html lang="ar" dir="rtl">');
+    expect(page).toContain(
+      `إذا كان بإمكان <strong><bdi dir="ltr">${email}</bdi></strong> تسجيل الدخول إلى <bdi>Acme (EU)</bdi>`,
+    );
   });
 });
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { displayName } from "./display-name.ts";
 import type { Locale } from "./i18n/locales.ts";
 
 /**
@@ -8,21 +9,58 @@ import type { Locale } from "./i18n/locales.ts";
  * primary colour is black or white by WCAG contrast, and links are darkened until they reach 4.5:1.
  */
 
+/** The loopback hosts where an http URL is allowed (local development). */
+const LOOPBACK = /^(localhost|127\.0\.0\.1|\[::1\])$/;
+/**
+ * RFC 3986's characters, less the apostrophe: a branding URL is written out already encoded. Nothing
+ * else gets in: no space, quote, `<`, `>` or backslash, nothing outside ASCII.
+ */
+const URI_CHARACTERS = /^[A-Za-z0-9\-._~:/?#[\]@!$&()*+,;=%]+$/;
+/** A host as a page's CSP may name it: a DNS name (IDNs in their ASCII form), an IPv4 or an IPv6 literal. */
+const HOST = /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])$/;
+
+const SCHEME_PROBLEM = "must be an https URL written in full, as https://host/path";
+
+/**
+ * Why a logo or support URL may not be used, or null. The logo's origin goes into the page's CSP
+ * (`img-src`), so its host must be a plain host: the WHATWG URL parser keeps `;`, `,` and quotes in a
+ * host (`https://evil.example;script-src/x.png` has the origin `https://evil.example;script-src`),
+ * which would add directives to the policy. Every spelling is judged here, never by a parser that
+ * throws: a value that does not parse is a 400, not a 500.
+ */
+export function brandUrlProblem(value: string): string | null {
+  if (value.length > 512) return "must be at most 512 characters";
+  if (!URI_CHARACTERS.test(value))
+    return "must be an https URL of URI characters only (no spaces, quotes, angle brackets or backslashes; percent-encode the rest)";
+  // Written with its scheme: `//host/x` (protocol-relative) or `https:host` lean on a base URL there is not.
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]?.toLowerCase();
+  if (scheme !== "https" && scheme !== "http") return SCHEME_PROBLEM;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return SCHEME_PROBLEM;
+  }
+  if (url.username || url.password) return "must not carry a user name or password";
+  if (!HOST.test(url.hostname)) return "must name a plain host (letters, digits, hyphens and dots, or an IP address)";
+  if (url.protocol === "http:" && !LOOPBACK.test(url.hostname))
+    return "must be an https URL (http only for localhost, for local development)";
+  return null;
+}
+
 /** An https URL (http only for a loopback host, for local development), at most 512 characters. */
-const brandUrl = z
-  .url()
-  .max(512)
-  .refine((u) => {
-    const url = new URL(u);
-    return (
-      url.protocol === "https:" || (url.protocol === "http:" && /^(localhost|127\.0\.0\.1|\[::1\])$/.test(url.hostname))
-    );
-  }, "must be an https URL");
+const brandUrl = z.string().superRefine((value, ctx) => {
+  const problem = brandUrlProblem(value);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
+/** `mailto:` and one address (no second recipient, no headers such as `?bcc=`). */
+const MAILTO = /^mailto:[A-Za-z0-9.!#$%&*+/=^_{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$/;
 
 export const brandingSchema = z
   .object({
     /** The product the person signs in to, shown beside the logo and in mail; the tenant's name when unset. */
-    product_name: z.string().trim().min(1).max(100).optional(),
+    product_name: displayName(100).optional(),
     /** The logo, loaded from the tenant's own host (the page's CSP names its origin in `img-src`). */
     logo_uri: brandUrl.optional(),
     /** `#rrggbb`: buttons, links and the focus ring. */
@@ -33,13 +71,15 @@ export const brandingSchema = z
       .optional(),
     /** Where a person who is stuck gets help: an https page or a `mailto:` address. */
     support_uri: z
-      .union([
-        brandUrl,
-        z
-          .string()
-          .regex(/^mailto:[^\s@<>"]+@[^\s@<>"]+$/, "must be an https or mailto: URI")
-          .max(254),
-      ])
+      .string()
+      .superRefine((value, ctx) => {
+        const problem = !value.startsWith("mailto:")
+          ? brandUrlProblem(value)
+          : value.length > 254 || !MAILTO.test(value)
+            ? "a mailto: URI is mailto: and one address, such as mailto:help@example.com"
+            : null;
+        if (problem) ctx.addIssue({ code: "custom", message: problem });
+      })
       .optional(),
   })
   .strict();

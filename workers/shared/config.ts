@@ -1,6 +1,7 @@
 import { z } from "zod";
 // With its extension: scripts/deploy.mjs imports config.ts in Node (type stripping), which resolves no bare paths.
 import { brandingSchema } from "./branding.ts";
+import { displayName } from "./display-name.ts";
 import { LOCALE_TAGS } from "./i18n/locales.ts";
 import { DEFAULT_REGIONS, regionsSchema } from "./regions.ts";
 import { MAX_SHARDS } from "./shard-plan.ts";
@@ -390,7 +391,7 @@ const envSchema = z
   .object({
     ENVIRONMENT: z.enum(["development", "test", "production"]),
     ISSUER: z.url().refine((u) => !u.endsWith("/"), "ISSUER must not end with /"),
-    ISSUER_NAME: z.string().min(1).max(100).default("Keyway"),
+    ISSUER_NAME: displayName(100).default("Keyway"),
     /** The default tenant's branding of its pages and mail (issue 26, branding.ts), as JSON. */
     BRANDING: json(brandingSchema).default({}),
     /** The language of pages and mail when neither `ui_locales` nor Accept-Language names one Keyway has. */
@@ -508,7 +509,7 @@ const mailSchema = z
   .object({
     ENVIRONMENT: z.enum(["development", "test", "production"]),
     ISSUER: z.url(),
-    ISSUER_NAME: z.string().min(1).max(100).default("Keyway"),
+    ISSUER_NAME: displayName(100).default("Keyway"),
     ...mailFields,
   })
   .superRefine(checkMail);

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { brandingSchema } from "./branding";
 import { type Config, policyFields } from "./config";
+import { displayName } from "./display-name";
 import type { Env } from "./env";
 import { OAuthError, unavailable } from "./errors";
 import { LOCALE_TAGS } from "./i18n/locales";
@@ -62,7 +63,7 @@ export const tenantMailSchema = z
     /** The sender address; the deployment's MAIL_FROM when unset. */
     from: z.email().max(254).optional(),
     /** The display name in From; the product name when unset. */
-    from_name: z.string().min(1).max(100).optional(),
+    from_name: displayName(100).optional(),
     reply_to: z.email().max(254).optional(),
   })
   .strict();
@@ -103,9 +104,21 @@ export interface TenantRow {
 }
 
 export function tenantFromRow(row: TenantRow): Tenant {
-  const parsed = tenantSettingsSchema.safeParse(JSON.parse(row.settings));
+  const stored = JSON.parse(row.settings) as Record<string, unknown>;
   // Settings are validated when written; a row that no longer parses (a field removed since) keeps its
-  // tenant working on the deployment's defaults rather than failing every request.
+  // tenant working on the deployment's defaults rather than failing every request. Branding or mail
+  // checked more strictly since they were written (issue 38: a host a CSP cannot name, a bidi control
+  // in a name) cost that section alone, not the tenant's policy.
+  let parsed = tenantSettingsSchema.safeParse(stored);
+  const failed = parsed.success ? [] : [...new Set(parsed.error.issues.map((i) => i.path[0]))];
+  if (failed.length && failed.every((k) => k === "branding" || k === "mail")) {
+    parsed = tenantSettingsSchema.safeParse({ ...stored, ...Object.fromEntries(failed.map((k) => [k, {}])) });
+    if (parsed.success)
+      log("warn", "tenant settings: a section no longer parses; its defaults apply", {
+        tenant: row.id,
+        sections: failed.join(","),
+      });
+  }
   if (!parsed.success) log("error", "tenant settings do not parse; deployment defaults apply", { tenant: row.id });
   return { ...row, settings: parsed.success ? parsed.data : tenantSettingsSchema.parse({}) };
 }

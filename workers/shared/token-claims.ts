@@ -7,8 +7,16 @@ import { log } from "./log";
  * the user's organizations and entity grants. Pure; entity-claims.ts reads and pushes the snapshots.
  */
 
-/** Names a template may not set: the protocol's own claims and Keyway's. */
+/**
+ * Names a template may not set, compared without regard to case (issue 38): the protocol's claims
+ * (RFC 7519 §4.1, OIDC Core §2 and §3.1.3.6, RFC 9068 §2.2, RFC 8693 §4, RFC 7800 §3), the standard
+ * claims about the person (OIDC Core §5.1), and Keyway's own. A template that wrote `name` with the
+ * organization's name would give a user without a name the organization's as theirs, in the ID token
+ * where relying parties read the person's name; `Sub` or `Org_id` beside `sub` and `org_id` is a claim
+ * a consumer that ignores case may take for the real one.
+ */
 const RESERVED = new Set([
+  // JWT and OIDC's protocol claims
   "iss",
   "sub",
   "aud",
@@ -16,6 +24,7 @@ const RESERVED = new Set([
   "iat",
   "nbf",
   "jti",
+  "typ",
   "auth_time",
   "nonce",
   "acr",
@@ -24,19 +33,42 @@ const RESERVED = new Set([
   "sid",
   "at_hash",
   "c_hash",
+  "s_hash",
   "scope",
   "client_id",
-  "grant_id",
-  "org_id",
-  "org_roles",
-  "email",
-  "email_verified",
   "cnf",
   "act",
   "may_act",
-  "typ",
+  "events",
+  // OIDC Core §5.1: the person's standard claims
+  "name",
+  "given_name",
+  "family_name",
+  "middle_name",
+  "nickname",
+  "preferred_username",
+  "profile",
+  "picture",
+  "website",
+  "email",
+  "email_verified",
+  "gender",
+  "birthdate",
+  "zoneinfo",
+  "locale",
+  "phone_number",
+  "phone_number_verified",
+  "address",
+  "updated_at",
+  // Keyway's
+  "grant_id",
+  "org_id",
+  "org_roles",
   "claims_truncated",
 ]);
+
+/** Whether a template may not set the claim `name`: one of RESERVED, in any case. */
+export const isReservedClaim = (name: string) => RESERVED.has(name.toLowerCase());
 
 const ENTITY_TYPE = /^[a-z][a-z0-9_-]{0,39}$/;
 const ATTRIBUTE = /^[A-Za-z0-9_-]{1,64}$/;
@@ -61,7 +93,10 @@ export const tokenClaimsSchema = z
             claim: z
               .string()
               .regex(/^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/, "a claim name is a letter, then letters, digits or _ . : -")
-              .refine((n) => !RESERVED.has(n), "that claim is Keyway's own"),
+              .refine(
+                (n) => !isReservedClaim(n),
+                "that name, in any case, is a protocol claim, a standard claim about the person (such as name or preferred_username) or Keyway's own",
+              ),
             source: z.string().regex(SOURCE, "not a known source (docs/organizations.md)"),
           })
           .strict(),
@@ -78,10 +113,24 @@ export const tokenClaimsSchema = z
 
 export type TokenClaimsTemplate = z.infer<typeof tokenClaimsSchema>;
 
-/** Validated when written; a value that no longer parses is treated as none (logged). */
+/**
+ * Validated when written; a value that no longer parses is treated as none (logged). A claim whose
+ * name was reserved since it was written (issue 38: case, standard claims) is dropped alone, so the
+ * template's other claims stay in the tokens.
+ */
 export function templateOf(raw: string | null | undefined): TokenClaimsTemplate | null {
   if (!raw) return null;
-  const parsed = tokenClaimsSchema.safeParse(JSON.parse(raw));
+  const stored = JSON.parse(raw) as { claims?: unknown } | null;
+  if (stored && Array.isArray(stored.claims)) {
+    const kept = stored.claims.filter(
+      (c: { claim?: unknown }) => !(typeof c?.claim === "string" && isReservedClaim(c.claim)),
+    );
+    if (kept.length !== stored.claims.length) {
+      log("warn", "a client's token_claims name a reserved claim; those claims are left out", {});
+      stored.claims = kept;
+    }
+  }
+  const parsed = tokenClaimsSchema.safeParse(stored);
   if (!parsed.success) log("warn", "a client's token_claims no longer parse; ignored", {});
   return parsed.success ? parsed.data : null;
 }

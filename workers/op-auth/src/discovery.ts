@@ -22,7 +22,8 @@ export function discovery(c: Context<AppEnv>): Response {
     device_authorization_endpoint: `${issuer}/device_authorization`,
     subject_types_supported: ["public"],
     id_token_signing_alg_values_supported: ["RS256", "ES256"],
-    userinfo_signing_alg_values_supported: [],
+    // userinfo_signing_alg_values_supported is left out: userinfo answers plain JSON (OIDC Core §5.3.2)
+    // and signs nothing, and an empty list would claim a capability with no algorithm (issue 38).
     code_challenge_methods_supported: ["S256"],
     token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"],
     revocation_endpoint_auth_methods_supported: [

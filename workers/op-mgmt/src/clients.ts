@@ -5,6 +5,7 @@ import { brandingSchema } from "../../shared/branding";
 import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/clients";
 import { randomToken } from "../../shared/crypto";
 import { DEVICE_GRANT } from "../../shared/device";
+import { displayName } from "../../shared/display-name";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { askPeers } from "../../shared/isolate";
@@ -34,7 +35,7 @@ const publicJwk = z
   );
 
 const clientFields = {
-  client_name: z.string().trim().min(1).max(200),
+  client_name: displayName(200),
   redirect_uris: z.array(redirectUri).max(50),
   post_logout_redirect_uris: z.array(redirectUri).max(50),
   token_endpoint_auth_method: z.enum(["none", "client_secret_basic", "client_secret_post", "private_key_jwt"]),

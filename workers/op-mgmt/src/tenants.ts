@@ -4,6 +4,7 @@ import type { AppEnv } from "../../shared/app";
 import { brandingSchema } from "../../shared/branding";
 import type { Config } from "../../shared/config";
 import { randomToken, sha256, timingSafeEqualString } from "../../shared/crypto";
+import { displayName } from "../../shared/display-name";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
@@ -38,7 +39,7 @@ const tenantId = z
 export const tenantInput = z
   .object({
     id: tenantId,
-    name: z.string().trim().min(1).max(100),
+    name: displayName(100),
     policy: tenantPolicySchema.optional(),
     signup: z.enum(["open", "invite"]).optional(),
     mail: tenantMailSchema.optional(),
@@ -49,7 +50,7 @@ export const tenantInput = z
 
 export const tenantPatch = z
   .object({
-    name: z.string().trim().min(1).max(100).optional(),
+    name: displayName(100).optional(),
     /** `disabled`: every endpoint of the tenant answers 403 `tenant_disabled` and issues nothing. */
     status: z.enum(["active", "disabled"]).optional(),
     /** Replaces the tenant's policy overrides (`{}` clears them). */
@@ -294,7 +295,7 @@ async function forgetTenantEverywhere(c: Context<AppEnv>, id: string): Promise<v
 const KEY_PREFIX = "kwa_";
 const hashKey = (key: string) => sha256(`admin-key:${key}`);
 
-export const adminKeyInput = z.object({ name: z.string().trim().min(1).max(100) }).strict();
+export const adminKeyInput = z.object({ name: displayName(100) }).strict();
 
 /** The tenant a scoped route is for; a scoped route reached by the platform's own paths is 404. */
 function scopedTenant(c: Context<AppEnv>): string {

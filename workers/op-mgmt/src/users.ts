@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { AppEnv } from "../../shared/app";
 import { auditEmailKey } from "../../shared/audit";
 import { withLastLogin } from "../../shared/audit-trail";
+import { displayName } from "../../shared/display-name";
 import { normalizeEmail } from "../../shared/email";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
@@ -22,9 +23,9 @@ const email = z.string().transform((v, ctx) => {
   }
   return normalized;
 });
-export const userInput = z.object({ email, name: z.string().trim().min(1).max(200).optional() }).strict();
+export const userInput = z.object({ email, name: displayName(200).optional() }).strict();
 /** PATCH: only the name changes here (`null` clears it); an email is a user's identity in Keyway. */
-export const userPatch = z.object({ name: z.string().trim().min(1).max(200).nullable() }).strict();
+export const userPatch = z.object({ name: displayName(200).nullable() }).strict();
 export const importInput = z.object({ users: z.array(userInput).min(1).max(1000) }).strict();
 
 export async function createUser(c: Context<AppEnv>): Promise<Response> {

@@ -61,10 +61,12 @@ export interface MailSettings {
 
 /**
  * A value for a header line: no CR/LF or other control characters (no header injection whatever an
- * operator or a user typed), single spaces, bounded length.
+ * operator or a user typed), no bidirectional controls (a name stored before the API refused them
+ * must not reorder a subject or a sender in the inbox), single spaces, bounded length.
  */
 export function headerSafe(value: string, max = 200): string {
   return value
+    .replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]+/g, "")
     .replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, " ")
     .replace(/\s+/g, " ")
     .trim()
@@ -95,17 +97,24 @@ export function renderOtpMail(settings: MailSettings, m: OtpMessage): RenderedMa
   const subject = t.text("mail.subject", { code, product });
   const support = look?.support_uri;
   const supportLabel = support?.startsWith("mailto:") ? support.slice(7) : support;
+  // Names and addresses are isolated from the sentence around them (issue 38): in an Arabic mail an
+  // address or a host is a left-to-right run that the sentence's own direction would otherwise break
+  // up and reorder. The HTML uses <bdi> (HTML §4.5.24); the text part, Unicode's isolates (UAX #9 §2.4:
+  // FSI/LRI ... PDI), in a right-to-left mail only, where they matter, so a mail in English is plain ASCII.
+  const rtl = t.dir === "rtl";
+  const nameText = (v: string) => (rtl ? `\u2068${v}\u2069` : v);
+  const ltrText = (v: string) => (rtl ? `\u2066${v}\u2069` : v);
   const text = [
-    t.text("mail.intro", { app }),
+    t.text("mail.intro", { app: nameText(app) }),
     "",
     `    ${code}`,
     "",
     t.text(expiryKey, expiryParams),
     "",
-    t.text("mail.ignore", { host }),
-    ...(support ? ["", t.text("mail.support", { link: supportLabel ?? support })] : []),
+    t.text("mail.ignore", { host: ltrText(host) }),
+    ...(support ? ["", t.text("mail.support", { link: ltrText(supportLabel ?? support) })] : []),
     "",
-    `-- ${product} (${m.issuer})`,
+    `-- ${nameText(product)} (${ltrText(m.issuer)})`,
   ].join("\n");
   const accent = look?.primary && /^#[0-9a-f]{6}$/.test(look.primary) ? look.primary : "#1a1a1a";
   const logo = look?.logo_uri
@@ -114,17 +123,19 @@ export function renderOtpMail(settings: MailSettings, m: OtpMessage): RenderedMa
   const supportHtml =
     support && supportLabel
       ? `<p style="margin:16px 0 0;color:#4b5563;font-size:13px">${t.html("mail.support", {
-          link: new Html(`<a href="${escapeHtml(support)}" style="color:${accent}">${escapeHtml(supportLabel)}</a>`),
+          link: new Html(
+            `<bdi dir="ltr"><a href="${escapeHtml(support)}" style="color:${accent}">${escapeHtml(supportLabel)}</a></bdi>`,
+          ),
         })}</p>`
       : "";
   const html = `<!doctype html>
 <html lang="${t.locale}" dir="${t.dir}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(subject)}</title></head>
 <body style="margin:0;padding:24px;background:#f4f5f7;font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#1a1a1a">
 <div style="max-width:480px;margin:0 auto;background:#fff;border-radius:12px;padding:32px;border-top:4px solid ${accent}">
-${logo}<p style="margin:0 0 12px;font-size:16px">${t.html("mail.intro", { app })}</p>
+${logo}<p style="margin:0 0 12px;font-size:16px">${t.html("mail.intro", { app: new Html(`<bdi>${escapeHtml(app)}</bdi>`) })}</p>
 <p dir="ltr" style="margin:0 0 16px;font-size:36px;font-weight:700;letter-spacing:8px;font-family:ui-monospace,Menlo,monospace">${escapeHtml(code)}</p>
 <p style="margin:0 0 16px;font-size:15px">${t.html(expiryKey, expiryParams)}</p>
-<p style="margin:0;color:#666;font-size:13px">${t.html("mail.ignore", { host })}</p>${supportHtml}
+<p style="margin:0;color:#666;font-size:13px">${t.html("mail.ignore", { host: new Html(`<bdi dir="ltr">${escapeHtml(host)}</bdi>`) })}</p>${supportHtml}
 </div></body></html>`;
   return {
     to: m.to,

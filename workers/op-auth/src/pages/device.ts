@@ -1,5 +1,5 @@
 import { escapeHtml } from "../../../shared/http";
-import { hidden, messageRegion, type PageMessage, page, strong, strongLtr } from "./layout";
+import { hidden, isolated, messageRegion, type PageMessage, page, strong, strongLtr } from "./layout";
 import type { PageUi } from "./ui";
 
 /** RFC 8628 §3.3: where a person types the code their device shows. */
@@ -29,7 +29,7 @@ export function deviceConsentPage(ui: PageUi, o: { scope: string; email: string;
     `<form method="post" action="/device/decision">${hidden("user_code", o.userCode)}${hidden("decision", value)}<button class="${cls}" type="submit">${label}</button></form>`;
   return page(ui, {
     title: "device.title",
-    body: `<h1>${t.html("device.consent_heading", { app: look.app })}</h1>
+    body: `<h1>${t.html("device.consent_heading", { app: isolated(look.app) })}</h1>
 <p class="lead">${t.html("device.consent_lead", { code: strongLtr(o.userCode), email: strongLtr(o.email), scope: strong(o.scope) })}</p>
 <p class="muted">${t.html("device.consent_warning")}</p>
 ${decision("approve", "primary", t.html("device.allow"))}${decision("deny", "secondary", t.html("device.deny"))}`,

@@ -1,3 +1,4 @@
+import { brandUrlProblem } from "../../../shared/branding";
 import { randomToken } from "../../../shared/crypto";
 import { escapeHtml, pageSecurityHeaders } from "../../../shared/http";
 import { Html, type MessageKey, type MessageParams } from "../../../shared/i18n/index";
@@ -56,14 +57,13 @@ footer a{color:#374151}
 .ltr{direction:ltr;unicode-bidi:isolate}
 form.inline{display:inline}`;
 
-/** An origin a page may load images from: the logo's, when it has one. */
+/**
+ * An origin a page may load images from: the logo's, when it has one. The CSP is built from it, so
+ * it is checked again here (a look sealed in a login transaction before the check was stricter).
+ */
 function imageOrigin(uri: string | undefined): string | undefined {
-  if (!uri) return undefined;
-  try {
-    return new URL(uri).origin;
-  } catch {
-    return undefined;
-  }
+  if (!uri || brandUrlProblem(uri) !== null) return undefined;
+  return new URL(uri).origin;
 }
 
 export function page(ui: PageUi, o: PageOptions): Response {
@@ -111,6 +111,12 @@ export function messageRegion(message?: PageMessage): string {
 export const hidden = (name: string, value: string) =>
   `<input type="hidden" name="${escapeHtml(name)}" value="${escapeHtml(value)}">`;
 
+/**
+ * A name someone chose (the application's), isolated in its own direction (`<bdi>`, HTML §4.5.24): an
+ * Arabic name in an English sentence, or `Acme (EU)` in an Arabic one, keeps its order and leaves the
+ * sentence's alone.
+ */
+export const isolated = (text: string) => new Html(`<bdi>${escapeHtml(text)}</bdi>`);
 /** Text that reads left to right inside any page (an address, a code), isolated from the text around it. */
 export const ltr = (text: string) => new Html(`<bdi class="ltr" dir="ltr">${escapeHtml(text)}</bdi>`);
 export const strong = (text: string) => new Html(`<strong>${escapeHtml(text)}</strong>`);

@@ -1,6 +1,6 @@
 import { escapeHtml } from "../../../shared/http";
 import { Html } from "../../../shared/i18n/index";
-import { hidden, messageRegion, type PageMessage, page, strongLtr } from "./layout";
+import { hidden, isolated, messageRegion, type PageMessage, page, strongLtr } from "./layout";
 import type { PageUi } from "./ui";
 
 /**
@@ -22,7 +22,7 @@ export function emailStep(ui: PageUi, o: StepOptions & { email?: string | undefi
     title: "login.title",
     status: o.status,
     headers: o.headers,
-    body: `<h1>${t.html("login.heading", { app: look.app })}</h1>
+    body: `<h1>${t.html("login.heading", { app: isolated(look.app) })}</h1>
 <p class="lead">${t.html("login.lead")}</p>${messageRegion(o.message)}
 <form method="post" action="/email-code/generate">
 <input type="hidden" name="tx" value="${escapeHtml(o.tx)}">
@@ -63,7 +63,7 @@ export function codeStep(ui: PageUi, o: CodeStepOptions) {
     status: o.status,
     headers: o.headers,
     body: `<h1>${t.html("code.heading")}</h1>
-<p class="lead">${t.html("code.lead", { email: strongLtr(o.email), app: look.app })}</p>
+<p class="lead">${t.html("code.lead", { email: strongLtr(o.email), app: isolated(look.app) })}</p>
 <p class="muted">${t.html("code.lifetime", { n: minutes })}</p>${messageRegion(o.message)}
 <form method="post" action="/email-code/verify">
 ${hidden("tx", o.tx)}${hidden("email", o.email)}${hidden("resend_at", String(o.resendAt))}

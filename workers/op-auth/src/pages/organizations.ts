@@ -1,5 +1,5 @@
 import { escapeHtml } from "../../../shared/http";
-import { hidden, page } from "./layout";
+import { hidden, isolated, page } from "./layout";
 import type { PageUi } from "./ui";
 
 /**
@@ -21,7 +21,7 @@ export function organizationPage(
     .join("");
   return page(ui, {
     title: "org.title",
-    body: `<h1>${t.html("org.title")}</h1><p class="lead">${t.html("org.lead", { app: look.app })}</p>
+    body: `<h1>${t.html("org.title")}</h1><p class="lead">${t.html("org.lead", { app: isolated(look.app) })}</p>
 <form method="get" action="/authorize">${fields}<ul class="choices">${choices}</ul></form>`,
   });
 }

@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../../shared/app";
 import { randomToken } from "../../../shared/crypto";
+import { displayName } from "../../../shared/display-name";
 import { normalizeEmail } from "../../../shared/email";
 import { OAuthError } from "../../../shared/errors";
 import { json, streamingBody } from "../../../shared/http";
@@ -62,7 +63,7 @@ interface Line {
 const userLine = z
   .object({
     email: z.string().max(254),
-    name: z.string().trim().min(1).max(200).optional(),
+    name: displayName(200).optional(),
   })
   .strict();
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Attributes } from "../../../../durable-objects/contract";
+import { displayName } from "../../../shared/display-name";
 import type { Env } from "../../../shared/env";
 import { OAuthError } from "../../../shared/errors";
 import { ATTRIBUTE, ENTITY_TYPE } from "../../../shared/token-claims";
@@ -32,7 +33,7 @@ export const attributesSchema = z
 export const entityTypeName = z
   .string()
   .regex(ENTITY_TYPE, "an entity type is a lowercase letter, then up to 39 of a-z 0-9 _ -");
-const name = z.string().trim().min(1).max(200);
+const name = displayName(200);
 export const externalId = z.string().min(1).max(200);
 const roleName = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, "a role is 1-64 of letters, digits, _ . : -");
 const permission = z
