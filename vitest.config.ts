@@ -18,6 +18,9 @@ function testVars(): Record<string, string> {
   };
 }
 
+/** The login's budget test: it runs alone (see the "budget" project). */
+const BUDGET_TEST = "test/login/login-budget.test.ts";
+
 export default defineConfig(async () => {
   // The SMTP test server's certificate comes from a per-run CA that workerd must trust. Miniflare reads
   // NODE_EXTRA_CA_CERTS once, when it is first imported, so the CA exists before the pool is imported.
@@ -26,54 +29,60 @@ export default defineConfig(async () => {
   process.env[TEST_TLS_DIR_VAR] = tls.dir;
   const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-plugin");
   const migrations = await readD1Migrations("./schema");
+  /** A project of tests inside workerd with the store Worker's config, real Durable Objects and D1. */
+  const workersProject = (name: string, files: { include: string[]; exclude: string[] }, groupOrder = 0) => ({
+    plugins: [
+      // Mail peers (test/support/global-setup.ts) reach the tests as TEST_MAIL_PEERS, an object
+      // binding that config parsing ignores; SEND_EMAIL is Miniflare's local Email Service binding.
+      cloudflareTest(async ({ inject }) => ({
+        wrangler: { configPath: "./wrangler.toml" },
+        miniflare: {
+          bindings: {
+            ...testVars(),
+            TEST_MIGRATIONS: migrations,
+            TEST_MAIL_PEERS: inject("mailPeers") as MailPeers as never,
+          },
+          email: { send_email: [{ name: "SEND_EMAIL" }] },
+          // A second, empty database: test/tenants/upgrade.test.ts writes today's state into the
+          // schema before tenants, then migrates it (the DB binding gets every migration at setup).
+          d1Databases: { DB: "keyway", UPGRADE_DB: "keyway-upgrade" },
+          // op-auth's per-IP quotas, as its wrangler.toml declares them (the tests run op-auth
+          // against the store Worker's config, which has none).
+          ratelimits: {
+            IP_GENERATE_LIMIT: { namespace_id: "7101", simple: { limit: 1_000_000_000, period: 60 } },
+            IP_VERIFY_LIMIT: { namespace_id: "7102", simple: { limit: 1_000_000_000, period: 60 } },
+            IP_DEVICE_AUTHORIZATION_LIMIT: {
+              namespace_id: "7103",
+              simple: { limit: 1_000_000_000, period: 60 },
+            },
+            CLIENT_AUTH_FAILURE_LIMIT: {
+              namespace_id: "7104",
+              simple: { limit: 1_000_000_000, period: 60 },
+            },
+          },
+        },
+      })),
+    ],
+    test: {
+      name,
+      ...files,
+      // A loaded 2-core CI machine runs some tests several times slower than a quiet one: no
+      // test relies on vitest's 5 s default (a test that must be fast measures it itself).
+      testTimeout: 30_000,
+      hookTimeout: 60_000,
+      setupFiles: ["./test/support/setup.ts"],
+      globalSetup: ["./test/support/global-setup.ts"],
+      sequence: { groupOrder },
+    },
+  });
   return {
     test: {
       projects: [
-        {
-          plugins: [
-            // Mail peers (test/support/global-setup.ts) reach the tests as TEST_MAIL_PEERS, an object
-            // binding that config parsing ignores; SEND_EMAIL is Miniflare's local Email Service binding.
-            cloudflareTest(async ({ inject }) => ({
-              wrangler: { configPath: "./wrangler.toml" },
-              miniflare: {
-                bindings: {
-                  ...testVars(),
-                  TEST_MIGRATIONS: migrations,
-                  TEST_MAIL_PEERS: inject("mailPeers") as MailPeers as never,
-                },
-                email: { send_email: [{ name: "SEND_EMAIL" }] },
-                // A second, empty database: test/tenants/upgrade.test.ts writes today's state into the
-                // schema before tenants, then migrates it (the DB binding gets every migration at setup).
-                d1Databases: { DB: "keyway", UPGRADE_DB: "keyway-upgrade" },
-                // op-auth's per-IP quotas, as its wrangler.toml declares them (the tests run op-auth
-                // against the store Worker's config, which has none).
-                ratelimits: {
-                  IP_GENERATE_LIMIT: { namespace_id: "7101", simple: { limit: 1_000_000_000, period: 60 } },
-                  IP_VERIFY_LIMIT: { namespace_id: "7102", simple: { limit: 1_000_000_000, period: 60 } },
-                  IP_DEVICE_AUTHORIZATION_LIMIT: {
-                    namespace_id: "7103",
-                    simple: { limit: 1_000_000_000, period: 60 },
-                  },
-                  CLIENT_AUTH_FAILURE_LIMIT: {
-                    namespace_id: "7104",
-                    simple: { limit: 1_000_000_000, period: 60 },
-                  },
-                },
-              },
-            })),
-          ],
-          test: {
-            name: "workers",
-            include: ["test/**/*.test.ts"],
-            // A loaded 2-core CI machine runs some tests several times slower than a quiet one: no
-            // test relies on vitest's 5 s default (a test that must be fast measures it itself).
-            testTimeout: 30_000,
-            hookTimeout: 60_000,
-            exclude: ["test/e2e/**"],
-            setupFiles: ["./test/support/setup.ts"],
-            globalSetup: ["./test/support/global-setup.ts"],
-          },
-        },
+        workersProject("workers", { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", BUDGET_TEST] }),
+        // The login's budget reads the suite-wide counters of GET /admin/v1/stats (and drains every
+        // shard's alarms): a file running beside it writes into the same shards and counters (claims
+        // marks in every revocation shard, say), so it runs alone, after the other projects.
+        workersProject("budget", { include: [BUDGET_TEST], exclude: [] }, 1),
         {
           test: {
             name: "e2e",
