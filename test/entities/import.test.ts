@@ -1,6 +1,8 @@
-import { env } from "cloudflare:test";
+import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { MAX_JOB_BYTES, MAX_JOB_LINES } from "../../workers/op-mgmt/src/entities/imports";
+import mgmt from "../../workers/op-mgmt/src/index";
+import { loadConfig } from "../../workers/shared/config";
 import { policy, sql, uniqueEmail, withVars } from "../support/harness";
 import { createTenant } from "../tenants/support";
 import { entityStub, everyShard, homeOf, ndjson, type StoredEntity, scoped, typeName, unique } from "./support";
@@ -722,4 +724,66 @@ describe("import limits (issue 38)", () => {
     expect(counts(job)).toEqual({ status: "failed", lines: 2, created: 2, updated: 0, unchanged: 0, failed: 1 });
     expect(job.errors).toEqual([{ line: 3, error: expect.stringContaining("in time") }]);
   }, 30_000);
+
+  it("a live job's heartbeat (updated_at) moves while it reads, before any batch is written", async () => {
+    const tenant = (await createTenant()).id;
+    const upload = streamedImport("entities", tenant);
+    upload.push({ type: "organization", name: "H 1", external_id: "h-1" });
+    // Longer than the heartbeat's interval (3 s), shorter than the body's deadline (10 s).
+    await new Promise((r) => setTimeout(r, 3_500));
+    upload.push({ type: "organization", name: "H 2", external_id: "h-2" });
+    let job: Job | undefined;
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline) {
+      job = await onlyJob(tenant);
+      if (job && job.updated_at > job.started_at) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(job).toMatchObject({ status: "running", lines: 0, created: 0 });
+    expect(job?.updated_at).toBeGreaterThanOrEqual((job?.started_at as number) + 3_000);
+    upload.end();
+    const res = await upload.response;
+    expect(counts((await res.json()) as Job)).toMatchObject({ status: "done", lines: 2, created: 2 });
+  }, 30_000);
+
+  it("a running job whose heartbeat is stale reads as interrupted, with its counts; a live one stays running", async () => {
+    const tenant = (await createTenant()).id;
+    const stale = loadConfig(env).POLICY.import_stale_after_seconds * 1000;
+    const now = Date.now();
+    const insert = (id: string, updatedAt: number) =>
+      env.DB.prepare(
+        `INSERT INTO import_jobs (id, tenant, kind, status, lines, created, started_at, updated_at)
+         VALUES (?, ?, 'entities', 'running', 5000, 5000, ?, ?)`,
+      ).bind(id, tenant, updatedAt - 60_000, updatedAt);
+    const dead = `imp_dead${unique("x").replace(/-/g, "")}`;
+    const live = `imp_live${unique("x").replace(/-/g, "")}`;
+    await env.DB.batch([insert(dead, now - stale - 5_000), insert(live, now - 1_000)]);
+
+    const read = (await (await scoped(tenant)(`/imports/${dead}`)).json()) as Job;
+    expect(read).toMatchObject({ id: dead, status: "interrupted", lines: 5000, created: 5000 });
+    expect(read.finished_at).toBeGreaterThanOrEqual(now);
+    expect(read.updated_at).toBe(now - stale - 5_000);
+    const list = (await (await scoped(tenant)("/imports")).json()) as { imports: Job[] };
+    expect(list.imports.find((j) => j.id === live)).toMatchObject({ status: "running", finished_at: null });
+  });
+
+  it("op-mgmt's cron marks a stale running job interrupted, whichever tenant it is", async () => {
+    const tenant = (await createTenant()).id;
+    const stale = loadConfig(env).POLICY.import_stale_after_seconds * 1000;
+    const id = `imp_cron${unique("x").replace(/-/g, "")}`;
+    const at = Date.now() - stale - 5_000;
+    await env.DB.prepare(
+      `INSERT INTO import_jobs (id, tenant, kind, status, lines, created, started_at, updated_at)
+       VALUES (?, ?, 'users', 'running', 7, 7, ?, ?)`,
+    )
+      .bind(id, tenant, at, at)
+      .run();
+    const ctx = createExecutionContext();
+    await mgmt.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "*/5 * * * *" }), env, ctx);
+    await waitOnExecutionContext(ctx);
+    const row = await env.DB.prepare("SELECT status, lines, created, finished_at FROM import_jobs WHERE id = ?")
+      .bind(id)
+      .first<{ status: string; lines: number; created: number; finished_at: number | null }>();
+    expect(row).toMatchObject({ status: "interrupted", lines: 7, created: 7, finished_at: expect.any(Number) });
+  });
 });

@@ -4,6 +4,7 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { log } from "../../shared/log";
 import { auditAdminChanges } from "./audit";
+import { markInterruptedImports } from "./entities/imports";
 import { scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
 import { ADMIN_ROUTES } from "./routes";
@@ -33,8 +34,9 @@ for (const route of ADMIN_ROUTES)
 export default {
   fetch: app.fetch,
   /**
-   * The crons (op-mgmt's wrangler.toml): every 5 minutes the shard controller (when enabled); hourly,
-   * key rotation when due and audit retention as well.
+   * The crons (op-mgmt's wrangler.toml): every 5 minutes the shard controller (when enabled) and the
+   * import jobs whose Worker died marked `interrupted` (issue 38); hourly, key rotation when due and
+   * audit retention as well.
    */
   async scheduled(controller, env, ctx) {
     const config = loadConfig(env);
@@ -42,6 +44,9 @@ export default {
     const work: Promise<unknown>[] = [
       runShardController(env, config, now).then((decisions) => {
         for (const d of decisions) if (d.action !== "none") log("info", "shard controller", { ...d });
+      }),
+      markInterruptedImports(env, config, now).then((interrupted) => {
+        if (interrupted) log("warn", "import jobs interrupted", { interrupted });
       }),
     ];
     if (controller.cron !== CONTROLLER_CRON)

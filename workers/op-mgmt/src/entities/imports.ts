@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "../../../shared/app";
+import type { Config } from "../../../shared/config";
 import { randomToken } from "../../../shared/crypto";
 import { normalizeEmail } from "../../../shared/email";
 import { invalidRequest, OAuthError } from "../../../shared/errors";
@@ -53,6 +54,12 @@ export const MAX_JOB_BYTES = 100 * 1024 * 1024;
 export const MAX_LINE_BYTES = 16_384;
 /** Errors kept on a job (its counts cover every line). */
 const MAX_ERRORS = 100;
+/**
+ * How often a running job refreshes its heartbeat (`updated_at`) while it reads without closing a
+ * batch; POLICY.import_stale_after_seconds decides when a silent one has died.
+ */
+const HEARTBEAT_MS = 3_000;
+
 interface LineError {
   line: number;
   error: string;
@@ -86,9 +93,14 @@ type GrantRecord = z.infer<typeof grantInput>;
 export interface ImportJob extends Counts {
   id: string;
   kind: Kind;
-  status: "running" | "done" | "incomplete" | "failed";
+  /**
+   * `interrupted`: the job stopped without finishing, its Worker gone (a crash, a deploy); its counts
+   * are what it had written, through a line all of whose predecessors are written or failed.
+   */
+  status: "running" | "done" | "incomplete" | "failed" | "interrupted";
   errors: LineError[];
   started_at: number;
+  /** The job's heartbeat while it runs (issue 38); its last change once it ends. */
   updated_at: number;
   finished_at: number | null;
 }
@@ -98,8 +110,30 @@ const jobOf = (row: Record<string, unknown>): ImportJob => {
   return { ...(rest as Omit<ImportJob, "errors">), errors: JSON.parse(errors as string) as LineError[] };
 };
 
+/**
+ * Marks `interrupted` the running jobs (of `tenant`, or of every tenant) whose heartbeat is older than
+ * the policy's bound (issue 38): their Worker died mid-request, and nothing else will end them. A live
+ * job refreshes its heartbeat well within the bound. Its counts stay as its last batch left them.
+ */
+export async function markInterruptedImports(
+  env: AppEnv["Bindings"],
+  config: Config,
+  now: number,
+  tenant?: string,
+): Promise<number> {
+  const staleBefore = now - config.POLICY.import_stale_after_seconds * 1000;
+  const { meta } = await env.DB.prepare(
+    `UPDATE import_jobs SET status = 'interrupted', finished_at = ?1
+     WHERE status = 'running' AND updated_at < ?2 AND (?3 IS NULL OR tenant = ?3)`,
+  )
+    .bind(now, staleBefore, tenant ?? null)
+    .run();
+  return meta.changes ?? 0;
+}
+
 export async function getImport(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
+  await markInterruptedImports(c.env, config, Date.now(), config.TENANT);
   const row = await c.env.DB.prepare("SELECT * FROM import_jobs WHERE id = ? AND tenant = ?")
     .bind(c.req.param("id") ?? "", config.TENANT)
     .first();
@@ -109,6 +143,7 @@ export async function getImport(c: Context<AppEnv>): Promise<Response> {
 
 export async function listImports(c: Context<AppEnv>): Promise<Response> {
   const config = c.get("config");
+  await markInterruptedImports(c.env, config, Date.now(), config.TENANT);
   const { results } = await c.env.DB.prepare(
     "SELECT * FROM import_jobs WHERE tenant = ? ORDER BY started_at DESC LIMIT 100",
   )
@@ -279,6 +314,14 @@ export async function runImport(c: Context<AppEnv>): Promise<Response> {
         job.id,
       )
       .run();
+  // Only the heartbeat: the counts in the row stay those of the last batch written, so an interrupted
+  // job's row says what it had done.
+  const heartbeat = async () => {
+    job.updated_at = Date.now();
+    await c.env.DB.prepare("UPDATE import_jobs SET updated_at = ? WHERE id = ? AND status = 'running'")
+      .bind(job.updated_at, job.id)
+      .run();
+  };
   const batcher = importerFor(c, kind, types, job, fail);
   const flush = async () => {
     if (!(await batcher.flush())) return;
@@ -292,6 +335,7 @@ export async function runImport(c: Context<AppEnv>): Promise<Response> {
     try {
       for await (const { n, bytes, text } of lines(body)) {
         reading = n + 1;
+        if (Date.now() - job.updated_at >= HEARTBEAT_MS) await heartbeat();
         // Blank lines count: a body of nothing but newlines is bounded like any other.
         if (n > MAX_JOB_LINES) {
           job.status = "incomplete";
