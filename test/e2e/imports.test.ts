@@ -141,7 +141,8 @@ describe("imports on the running stack (issue 38)", () => {
     expect(await killed).toMatch(/^no answer/);
     const id = (running as Job).id;
 
-    // workerd is gone; the state folder stays. The stack comes back on it.
+    // workerd is gone; the state folder stays. The stack comes back on it (Miniflare restarts a crashed
+    // workerd by itself and warns so; that one is disposed, and `npm start`'s stack started afresh).
     await stack?.dispose().catch(() => undefined);
     stack = await start(false);
     let job: Job | undefined;

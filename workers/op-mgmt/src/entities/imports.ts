@@ -368,7 +368,7 @@ export async function runImport(c: Context<AppEnv>): Promise<Response> {
       job.status = "failed";
       fail(reading, refused.description ?? refused.code);
     }
-    // The lines before a refused one load: what the job reports as written is.
+    // The valid lines before a refused one are written too, so the job's counts are what is stored.
     await flush();
     if (job.status === "running") job.status = "done";
   } catch (err) {
