@@ -1,6 +1,9 @@
-import { env } from "cloudflare:test";
+import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { sql, uniqueEmail } from "../support/harness";
+import { MAX_JOB_BYTES, MAX_JOB_LINES } from "../../workers/op-mgmt/src/entities/imports";
+import mgmt from "../../workers/op-mgmt/src/index";
+import { loadConfig } from "../../workers/shared/config";
+import { policy, sql, uniqueEmail, withVars } from "../support/harness";
 import { createTenant } from "../tenants/support";
 import { entityStub, everyShard, homeOf, ndjson, type StoredEntity, scoped, typeName, unique } from "./support";
 
@@ -571,5 +574,216 @@ describe("import jobs", () => {
     });
     expect((await dumpType("organization", tenant.id)).map((r) => r.name)).toEqual(["L"]);
     expect(await jobs()).toEqual([{ kind: "entities" }]);
+  });
+});
+
+/**
+ * Issue 38: an import's body is bounded like any other (size, time, encoding) and its memory stays
+ * flat: each line is validated as it is read and a batch closes by bytes as well as by lines.
+ */
+describe("import limits (issue 38)", () => {
+  /** A request whose body the test writes as it goes: `push` a line, `end` the body. */
+  function streamedImport(kind: string, tenant: string, testEnv: object = env) {
+    let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        controller = c;
+      },
+    });
+    const encoder = new TextEncoder();
+    const response = scoped(tenant)(
+      `/imports/${kind}`,
+      { method: "POST", headers: { "Content-Type": "application/x-ndjson" }, body },
+      testEnv,
+    );
+    return {
+      push: (...lines: (Record<string, unknown> | string)[]) =>
+        controller?.enqueue(
+          encoder.encode(lines.map((l) => `${typeof l === "string" ? l : JSON.stringify(l)}\n`).join("")),
+        ),
+      end: () => controller?.close(),
+      response,
+    };
+  }
+
+  /** The tenant's one job, once it exists. */
+  async function onlyJob(tenant: string): Promise<Job | undefined> {
+    const list = (await (await scoped(tenant)("/imports")).json()) as { imports: Job[] };
+    return list.imports[0];
+  }
+
+  it("a batch closes by bytes as well as by lines: the job's progress shows before its body ends", async () => {
+    const tenant = (await createTenant()).id;
+    const upload = streamedImport("entities", tenant);
+    // 300 valid lines of about 4 KB (1.2 MB): fewer lines than a batch takes, more bytes.
+    const big = (i: number) => ({
+      type: "organization",
+      name: `Big ${i}`,
+      external_id: `big-${i}`,
+      attributes: { a: "a".repeat(1_000), b: "b".repeat(1_000), c: "c".repeat(1_000), d: "d".repeat(990) },
+    });
+    upload.push(...Array.from({ length: 300 }, (_, i) => big(i)));
+    const deadline = Date.now() + 15_000;
+    let progress: Job | undefined;
+    while (Date.now() < deadline) {
+      progress = await onlyJob(tenant);
+      if (progress && progress.created > 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    upload.end();
+    const res = await upload.response;
+    expect(res.status, await res.clone().text()).toBe(200);
+    // Written while the body was still open: the first batch closed by its bytes.
+    expect(progress).toMatchObject({ status: "running" });
+    expect(progress?.created).toBeGreaterThan(0);
+    expect(progress?.created).toBeLessThan(300);
+    expect(counts((await res.json()) as Job)).toEqual({
+      status: "done",
+      lines: 300,
+      created: 300,
+      updated: 0,
+      unchanged: 0,
+      failed: 0,
+    });
+  }, 30_000);
+
+  it("invalid UTF-8 is the client's error: 400 with its line; the lines before it load; the job failed", async () => {
+    const tenant = (await createTenant()).id;
+    const good = (i: number) => JSON.stringify({ type: "organization", name: `U ${i}`, external_id: `u-${i}` });
+    const bytes = new Uint8Array([
+      ...new TextEncoder().encode(`${good(1)}\n\n${good(2)}\n{"type":"organization","name":"`),
+      0xff,
+      0xfe,
+      ...new TextEncoder().encode(`","external_id":"u-3"}\n${good(4)}\n`),
+    ]);
+    const res = await scoped(tenant)("/imports/entities", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-ndjson" },
+      body: bytes,
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get("Retry-After")).toBeNull();
+    const error = (await res.json()) as { error: string; error_description: string };
+    expect(error.error).toBe("invalid_request");
+    expect(error.error_description).toMatch(/line 4\b.*UTF-8/);
+    const job = (await onlyJob(tenant)) as Job;
+    expect(error.error_description).toContain(job.id);
+    expect(counts(job)).toEqual({ status: "failed", lines: 3, created: 2, updated: 0, unchanged: 0, failed: 1 });
+    expect(job.errors).toEqual([{ line: 4, error: expect.stringContaining("UTF-8") }]);
+    expect(job.finished_at).toEqual(expect.any(Number));
+    expect((await dumpType("organization", tenant)).map((r) => r.name).sort()).toEqual(["U 1", "U 2"]);
+  });
+
+  it("blank lines count toward a job's line cap", async () => {
+    const tenant = (await createTenant()).id;
+    const res = await scoped(tenant)("/imports/entities", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-ndjson" },
+      body: "\n".repeat(MAX_JOB_LINES + 5),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const job = (await res.json()) as Job;
+    expect(job.status).toBe("incomplete");
+    expect(job.errors).toEqual([{ line: MAX_JOB_LINES + 1, error: expect.stringContaining(String(MAX_JOB_LINES)) }]);
+  });
+
+  it("a body declared larger than a job takes is 413 before any job starts", async () => {
+    const tenant = (await createTenant()).id;
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(new TextEncoder().encode('{"type":"organization","name":"x","external_id":"x"}\n'));
+        c.close();
+      },
+    });
+    const res = await scoped(tenant)("/imports/entities", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-ndjson", "Content-Length": String(MAX_JOB_BYTES + 1) },
+      body,
+    });
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: string }).error).toBe("payload_too_large");
+    expect(await onlyJob(tenant)).toBeUndefined();
+  });
+
+  it("a body that stops arriving is 408 after body_deadline_seconds, with its line; the lines before it load", async () => {
+    const tenant = (await createTenant()).id;
+    const testEnv = withVars({ POLICY: policy({ body_deadline_seconds: 1 }) });
+    const upload = streamedImport("entities", tenant, testEnv);
+    upload.push(
+      { type: "organization", name: "S 1", external_id: "s-1" },
+      { type: "organization", name: "S 2", external_id: "s-2" },
+    );
+    const started = Date.now();
+    const res = await upload.response;
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(res.status).toBe(408);
+    const error = (await res.json()) as { error: string; error_description: string };
+    expect(error.error).toBe("invalid_request");
+    expect(error.error_description).toMatch(/line 3\b/);
+    const job = (await onlyJob(tenant)) as Job;
+    expect(counts(job)).toEqual({ status: "failed", lines: 2, created: 2, updated: 0, unchanged: 0, failed: 1 });
+    expect(job.errors).toEqual([{ line: 3, error: expect.stringContaining("in time") }]);
+  }, 30_000);
+
+  it("a live job's heartbeat (updated_at) moves while it reads, before any batch is written", async () => {
+    const tenant = (await createTenant()).id;
+    const upload = streamedImport("entities", tenant);
+    upload.push({ type: "organization", name: "H 1", external_id: "h-1" });
+    // Longer than the heartbeat's interval (3 s), shorter than the body's deadline (10 s).
+    await new Promise((r) => setTimeout(r, 3_500));
+    upload.push({ type: "organization", name: "H 2", external_id: "h-2" });
+    let job: Job | undefined;
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline) {
+      job = await onlyJob(tenant);
+      if (job && job.updated_at > job.started_at) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(job).toMatchObject({ status: "running", lines: 0, created: 0 });
+    expect(job?.updated_at).toBeGreaterThanOrEqual((job?.started_at as number) + 3_000);
+    upload.end();
+    const res = await upload.response;
+    expect(counts((await res.json()) as Job)).toMatchObject({ status: "done", lines: 2, created: 2 });
+  }, 30_000);
+
+  it("a running job whose heartbeat is stale reads as interrupted, with its counts; a live one stays running", async () => {
+    const tenant = (await createTenant()).id;
+    const stale = loadConfig(env).POLICY.import_stale_after_seconds * 1000;
+    const now = Date.now();
+    const insert = (id: string, updatedAt: number) =>
+      env.DB.prepare(
+        `INSERT INTO import_jobs (id, tenant, kind, status, lines, created, started_at, updated_at)
+         VALUES (?, ?, 'entities', 'running', 5000, 5000, ?, ?)`,
+      ).bind(id, tenant, updatedAt - 60_000, updatedAt);
+    const dead = `imp_dead${unique("x").replace(/-/g, "")}`;
+    const live = `imp_live${unique("x").replace(/-/g, "")}`;
+    await env.DB.batch([insert(dead, now - stale - 5_000), insert(live, now - 1_000)]);
+
+    const read = (await (await scoped(tenant)(`/imports/${dead}`)).json()) as Job;
+    expect(read).toMatchObject({ id: dead, status: "interrupted", lines: 5000, created: 5000 });
+    expect(read.finished_at).toBeGreaterThanOrEqual(now);
+    expect(read.updated_at).toBe(now - stale - 5_000);
+    const list = (await (await scoped(tenant)("/imports")).json()) as { imports: Job[] };
+    expect(list.imports.find((j) => j.id === live)).toMatchObject({ status: "running", finished_at: null });
+  });
+
+  it("op-mgmt's cron marks a stale running job interrupted, whichever tenant it is", async () => {
+    const tenant = (await createTenant()).id;
+    const stale = loadConfig(env).POLICY.import_stale_after_seconds * 1000;
+    const id = `imp_cron${unique("x").replace(/-/g, "")}`;
+    const at = Date.now() - stale - 5_000;
+    await env.DB.prepare(
+      `INSERT INTO import_jobs (id, tenant, kind, status, lines, created, started_at, updated_at)
+       VALUES (?, ?, 'users', 'running', 7, 7, ?, ?)`,
+    )
+      .bind(id, tenant, at, at)
+      .run();
+    const ctx = createExecutionContext();
+    await mgmt.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "*/5 * * * *" }), env, ctx);
+    await waitOnExecutionContext(ctx);
+    const row = await env.DB.prepare("SELECT status, lines, created, finished_at FROM import_jobs WHERE id = ?")
+      .bind(id)
+      .first<{ status: string; lines: number; created: number; finished_at: number | null }>();
+    expect(row).toMatchObject({ status: "interrupted", lines: 7, created: 7, finished_at: expect.any(Number) });
   });
 });

@@ -184,6 +184,13 @@ export const policyFields = z.object({
   webhook_endpoints_per_tenant: z.number().int().min(1).max(1_000).default(50),
   /** How long a request body may take to arrive; then 408 (a slow sender is not in flight till it has). */
   body_deadline_seconds: z.number().int().min(1).max(60).default(10),
+  /**
+   * Issue 38: a running import job refreshes its row's `updated_at` (its heartbeat) after each batch
+   * and every few seconds while it reads; one whose heartbeat is older than this died with its Worker
+   * (a crash, a deploy, a kill) and is marked `interrupted` by op-mgmt's cron and by a read of the
+   * jobs. It must exceed body_deadline_seconds (a read waits at most that long) and a batch's writes.
+   */
+  import_stale_after_seconds: z.number().int().min(5).max(3600).default(120),
   login_tx_ttl_seconds: z.number().int().min(60).max(3600).default(900),
   /** RFC 8628: how long a device's request waits for a person (`expires_in`), and its first polling `interval`. */
   device_code_ttl_seconds: z.number().int().min(60).max(1800).default(600),
@@ -302,6 +309,10 @@ const policySchema = policyFields
   .refine((p) => p.email_failures_per_hour_all_sources >= p.email_failures_per_hour, {
     message: "email_failures_per_hour_all_sources must be at least email_failures_per_hour",
     path: ["email_failures_per_hour_all_sources"],
+  })
+  .refine((p) => p.import_stale_after_seconds > p.body_deadline_seconds, {
+    message: "import_stale_after_seconds must exceed body_deadline_seconds (an import's read waits that long)",
+    path: ["import_stale_after_seconds"],
   });
 export type Policy = z.infer<typeof policySchema>;
 

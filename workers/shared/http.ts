@@ -17,14 +17,99 @@ export function watchBody(req: Request, watch: BodyWatch): void {
   bodyWatches.set(req, watch);
 }
 
+/** A body read a chunk at a time (`streamingBody`): `null` at its end. */
+export interface StreamedBody {
+  /** The next chunk: valid until the next read (its memory is reused), so copy what must outlive it. */
+  read(): Promise<Uint8Array | null>;
+  /** Stops reading (what the sender still sends is dropped); harmless once the body has ended. */
+  cancel(): Promise<void>;
+}
+
 /**
  * For a handler that streams its body instead of reading it whole (an NDJSON import): the request
- * counts as in flight from now, and the handler keeps its own pace.
+ * counts as in flight from now, and the handler keeps its own pace between reads. The body is bounded
+ * as readBodyText bounds a whole one, scaled to its size:
+ * - 413 past `maxBytes`, on Content-Length before reading, and while reading;
+ * - 408 when the sender falls behind: every 64 KB (MAX_BODY_BYTES, a whole body elsewhere) must
+ *   arrive within the app's deadline, the same as a whole body elsewhere. The time spent waiting for
+ *   the sender draws on a budget of one deadline, which each 64 KB received refills pro rata (never
+ *   past one deadline); the handler's own work between reads never counts. So no read waits longer
+ *   than the deadline, and a sender slower than 64 KB a deadline runs out.
  */
-export function streamingBody(req: Request): ReadableStream<Uint8Array> | null {
-  bodyWatches.get(req)?.onRead();
+export function streamingBody(req: Request, maxBytes: number): StreamedBody | null {
+  const watch = bodyWatches.get(req);
   bodyWatches.delete(req);
-  return req.body;
+  watch?.onRead();
+  const declared = req.headers.get("content-length");
+  if (declared !== null && Number(declared) > maxBytes) throw tooLarge(maxBytes);
+  if (!req.body) return null;
+  const reader = chunkReader(req.body);
+  const deadlineMs = watch?.deadlineMs ?? Number.POSITIVE_INFINITY;
+  let budgetMs = deadlineMs;
+  let size = 0;
+  const cancel = () => reader.cancel().catch(() => undefined);
+  return {
+    cancel,
+    async read() {
+      const started = Date.now();
+      let timer: ReturnType<typeof setTimeout> | null = null;
+      const late = Number.isFinite(budgetMs)
+        ? new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(tooSlow()), Math.max(0, budgetMs));
+          })
+        : null;
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await (late ? Promise.race([reader.read(), late]) : reader.read());
+      } catch (err) {
+        await cancel();
+        throw err;
+      } finally {
+        if (timer !== null) clearTimeout(timer);
+      }
+      if (next.done) return null;
+      size += next.value.byteLength;
+      if (size > maxBytes) {
+        await cancel();
+        throw tooLarge(maxBytes);
+      }
+      const refill = deadlineMs * (next.value.byteLength / MAX_BODY_BYTES);
+      budgetMs = Math.min(deadlineMs, budgetMs - (Date.now() - started) + refill);
+      return next.value;
+    },
+  };
+}
+
+/** A streamed body's chunks are read into this much memory, reused from one read to the next. */
+const STREAM_CHUNK_BYTES = 64 * 1024;
+
+/**
+ * Reads a body into one buffer, reused from read to read (a BYOB reader), where the stream is a byte
+ * stream (a request's body in workerd). A fresh chunk per read lives outside the V8 heap until a
+ * garbage collection, which V8 schedules by its heap, not by that memory: an 81 MB body read that way
+ * grew workerd by about the body's size (issue 38). Another stream is read as it comes.
+ */
+function chunkReader(body: ReadableStream<Uint8Array>): {
+  read(): Promise<ReadableStreamReadResult<Uint8Array>>;
+  cancel(): Promise<void>;
+} {
+  let byob: ReadableStreamBYOBReader;
+  try {
+    byob = body.getReader({ mode: "byob" });
+  } catch {
+    const reader = body.getReader();
+    return { read: () => reader.read(), cancel: () => reader.cancel() };
+  }
+  let buffer = new ArrayBuffer(STREAM_CHUNK_BYTES);
+  return {
+    async read() {
+      const next = await byob.read(new Uint8Array(buffer));
+      // The read took the buffer over (transferred it); the chunk it returns is that same memory.
+      if (next.value) buffer = next.value.buffer as ArrayBuffer;
+      return next as ReadableStreamReadResult<Uint8Array>;
+    },
+    cancel: () => byob.cancel(),
+  };
 }
 
 /**
@@ -44,7 +129,7 @@ export async function readBodyText(req: Request): Promise<string> {
 
 async function readBodyWithin(req: Request, deadlineMs: number): Promise<string> {
   const declared = req.headers.get("content-length");
-  if (declared !== null && Number(declared) > MAX_BODY_BYTES) throw tooLarge();
+  if (declared !== null && Number(declared) > MAX_BODY_BYTES) throw tooLarge(MAX_BODY_BYTES);
   if (!req.body) return "";
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -60,7 +145,7 @@ async function readBodyWithin(req: Request, deadlineMs: number): Promise<string>
       const { done, value } = await (late ? Promise.race([reader.read(), late]) : reader.read());
       if (done) break;
       size += value.byteLength;
-      if (size > MAX_BODY_BYTES) throw tooLarge();
+      if (size > MAX_BODY_BYTES) throw tooLarge(MAX_BODY_BYTES);
       chunks.push(value);
     }
   } catch (err) {
@@ -85,7 +170,7 @@ async function readBodyWithin(req: Request, deadlineMs: number): Promise<string>
   return text;
 }
 
-const tooLarge = () => new OAuthError("payload_too_large", `the body exceeds ${MAX_BODY_BYTES} bytes`);
+const tooLarge = (max: number) => new OAuthError("payload_too_large", `the body exceeds ${max} bytes`);
 const tooSlow = () => new OAuthError("invalid_request", "the body did not arrive in time", { status: 408 });
 
 const isHex = (b: number | undefined) =>

@@ -4,6 +4,7 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { log } from "../../shared/log";
 import { auditAdminChanges } from "./audit";
+import { markInterruptedImports } from "./entities/imports";
 import { scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
 import { ADMIN_ROUTES } from "./routes";
@@ -34,7 +35,8 @@ export default {
   fetch: app.fetch,
   /**
    * The crons (op-mgmt's wrangler.toml): every 5 minutes the shard controller (when enabled) and the
-   * tenant purges a crash cut short; hourly, key rotation when due and audit retention as well.
+   * tenant purges a crash cut short, and import jobs whose Worker died marked `interrupted` (issue 38);
+   * hourly, key rotation when due and audit retention as well.
    */
   async scheduled(controller, env, ctx) {
     const config = loadConfig(env);
@@ -45,6 +47,9 @@ export default {
       }),
       resumeTenantPurges(env, config).then((finished) => {
         if (finished.length) log("info", "tenant purges finished by the cron", { tenants: finished });
+      }),
+      markInterruptedImports(env, config, now).then((interrupted) => {
+        if (interrupted) log("warn", "import jobs interrupted", { interrupted });
       }),
     ];
     if (controller.cron !== CONTROLLER_CRON)

@@ -536,7 +536,8 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
   {
     method: "get",
     path: "/admin/v1/imports/:id",
-    summary: "An import job: its progress, counts and first errors by line",
+    summary:
+      "An import job: its status (running, done, incomplete, failed, interrupted), progress, counts and first errors by line",
     handler: getImport,
     scope: "tenant",
   },
