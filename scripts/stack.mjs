@@ -91,20 +91,7 @@ export async function startStack({
   checkWritable(persistPath);
   const configs = ALL_CONFIGS.map((path) => ({ path, config: readConfig({ config: fromRoot(path) }) }));
   const bundleDir = (/** @type {string} */ name) => join(fromRoot(outDir), name);
-  // A restart on unchanged sources reuses the bundles (issue 38 item 12: bundling was most of a restart).
-  const stampFile = join(fromRoot(outDir), ".build-fingerprint");
-  const fingerprint = build ? buildFingerprint() : "";
-  const current =
-    build &&
-    existsSync(stampFile) &&
-    readFileSync(stampFile, "utf8") === fingerprint &&
-    configs.every(({ config }) => existsSync(join(bundleDir(config.name ?? ""), "index.js")));
-  const built = build && !current;
-  if (built) {
-    rmSync(stampFile, { force: true });
-    await buildWorkers(configs.map(({ path, config }) => ({ path, outdir: bundleDir(config.name ?? "") })));
-    writeFileSync(stampFile, fingerprint);
-  }
+  const built = build ? await ensureBundles(outDir) : false;
 
   /** @type {Set<string>} Durable Object classes declared SQLite-backed by a [[migrations]] entry. */
   const sqliteClasses = new Set(
@@ -372,6 +359,28 @@ function assertSupportedBindings(path, config) {
   if (config.ai) present.push("ai");
   if (present.length)
     throw new Error(`${path}: scripts/stack.mjs does not translate ${present.join(", ")} bindings yet; add them there`);
+}
+
+/**
+ * Bundles every Worker into `outDir` unless it holds bundles of exactly today's sources
+ * (`buildFingerprint`, kept beside them): a restart on unchanged sources reuses them (issue 38 item
+ * 12: bundling was most of a restart), and the e2e tests share one build. Says whether it bundled.
+ * @param {string} outDir
+ */
+export async function ensureBundles(outDir) {
+  const configs = ALL_CONFIGS.map((path) => ({ path, config: readConfig({ config: fromRoot(path) }) }));
+  const bundleDir = (/** @type {string} */ name) => join(fromRoot(outDir), name);
+  const stampFile = join(fromRoot(outDir), ".build-fingerprint");
+  const fingerprint = buildFingerprint();
+  const current =
+    existsSync(stampFile) &&
+    readFileSync(stampFile, "utf8") === fingerprint &&
+    configs.every(({ config }) => existsSync(join(bundleDir(config.name ?? ""), "index.js")));
+  if (current) return false;
+  rmSync(stampFile, { force: true });
+  await buildWorkers(configs.map(({ path, config }) => ({ path, outdir: bundleDir(config.name ?? "") })));
+  writeFileSync(stampFile, fingerprint);
+  return true;
 }
 
 /** What a bundle is made of: the folders wrangler bundles from, every wrangler config, and the lock. */

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
 import { freePort, type Stack, startStack } from "../../scripts/stack.mjs";
 import { rssBytes, workerdPids } from "../../tools/lib/proc.mjs";
+import { E2E_BUNDLES } from "./bundles.js";
 
 // Issue 38, on `npm start`'s runtime (one workerd, real HTTP): an import's memory stays flat whatever
 // its input, and an import killed mid-stream (kill -9 of workerd) reads `interrupted` after a restart
@@ -19,7 +20,7 @@ const vars: Record<string, string> = {
 let stack: Stack | undefined;
 let port = 0;
 const start = (build: boolean) =>
-  startStack({ port, persistTo: join(tmp, "state"), outDir: join(tmp, "dist"), vars, cronEverySeconds: false, build });
+  startStack({ port, persistTo: join(tmp, "state"), outDir: E2E_BUNDLES, vars, cronEverySeconds: false, build });
 
 interface Job {
   id: string;

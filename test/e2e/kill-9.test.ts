@@ -8,6 +8,7 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
 import { freePort, type Stack, type StackOptions, startStack } from "../../scripts/stack.mjs";
+import { E2E_BUNDLES } from "./bundles.js";
 
 // Issue 38 item 13: `npm start`'s stack killed with SIGKILL (kill -9) mid-work, as a crash or an
 // out-of-memory kill would, then started again on the same state folder. Nothing it acknowledged is
@@ -15,7 +16,7 @@ import { freePort, type Stack, type StackOptions, startStack } from "../../scrip
 // with the receiver down at each, all arrive once each, the backlog as soon as the receiver answers.
 
 const tmp = mkdtempSync(join(tmpdir(), "keyway-e2e-kill9-"));
-const dist = join(tmp, "dist");
+const dist = E2E_BUNDLES;
 let built = false;
 const running = new Set<ChildProcess>();
 let inProcess: Stack | undefined;

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { expect } from "vitest";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
 import { freePort, type Stack, startStack } from "../../scripts/stack.mjs";
+import { E2E_BUNDLES } from "./bundles.js";
 
 /**
  * End to end over real HTTP: the built Workers in one workerd (the `npm start` runtime) on a free
@@ -23,7 +24,7 @@ export async function startE2EStack(extraVars: Record<string, string> = {}): Pro
     stack = await startStack({
       port: await freePort(),
       persistTo: join(tmp, "state"),
-      outDir: join(tmp, "dist"),
+      outDir: E2E_BUNDLES,
       vars,
       cronEverySeconds: false,
     });

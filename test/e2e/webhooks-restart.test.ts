@@ -7,6 +7,7 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
 import { freePort, type Stack, startStack } from "../../scripts/stack.mjs";
+import { E2E_BUNDLES } from "./bundles.js";
 import { signInWithEmailCode } from "./support.js";
 
 // Issue 25: no webhook message is lost when the whole stack stops (workerd killed) while a receiver
@@ -51,7 +52,7 @@ describe("webhooks across a restart of the stack (issue 25)", () => {
 
     const port = await freePort();
     const start = () =>
-      startStack({ port, persistTo: join(tmp, "state"), outDir: join(tmp, "dist"), vars, cronEverySeconds: false });
+      startStack({ port, persistTo: join(tmp, "state"), outDir: E2E_BUNDLES, vars, cronEverySeconds: false });
     stack = await start();
     const admin = (path: string, init: RequestInit = {}) =>
       fetch(`${stack?.url}/admin/v1${path}`, {
