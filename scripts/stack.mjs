@@ -25,6 +25,9 @@ import { wrangler } from "./lib/run.mjs";
 /**
  * @typedef {object} StackOptions
  * @property {number} [port] TCP port on 127.0.0.1; the issuer is http://127.0.0.1:<port>.
+ * @property {string} [issuer] The issuer as clients see it, when a TLS front (a reverse proxy) serves the
+ *   port under another origin, e.g. https://op.test:8443 (the OpenID Foundation's suite needs https).
+ *   An https origin, or http on a loopback host; without it, http://127.0.0.1:<port>.
  * @property {string} [persistTo] Folder for D1 and Durable Object data (relative to the repo root).
  * @property {Record<string, string>} [vars] Variables of the Keyway Workers (all but the gateway), layered
  *   over each wrangler.toml [vars]: the secrets, plus any override (POLICY, SHARDS...). ISSUER is always
@@ -44,7 +47,7 @@ import { wrangler } from "./lib/run.mjs";
  *   every one of them that often (a compressed clock, for runs shorter than a schedule); false, never.
  *
  * @typedef {object} Stack
- * @property {string} url The issuer origin, e.g. http://127.0.0.1:8787.
+ * @property {string} url The issuer origin, e.g. http://127.0.0.1:8787 (or `issuer` when given).
  * @property {Record<string, string>} workerUrls With `productionShaped`, each op Worker's own origin by name.
  * @property {boolean} built Whether this start bundled the Workers (false: the bundles in outDir were current).
  * @property {Miniflare} mf
@@ -77,6 +80,7 @@ function checkWritable(dir) {
 /** @param {StackOptions} options @returns {Promise<Stack>} */
 export async function startStack({
   port = DEFAULT_PORT,
+  issuer: publicIssuer = undefined,
   persistTo = START_PERSIST_DIR,
   vars = {},
   outDir = "dist",
@@ -85,7 +89,7 @@ export async function startStack({
   cronEverySeconds = undefined,
   productionShaped = false,
 } = {}) {
-  const issuer = issuerFor(port);
+  const issuer = issuerOrigin(publicIssuer ?? issuerFor(port));
   // First, before any build: a state folder that cannot be written stops here with what to do.
   const persistPath = fromRoot(persistTo);
   checkWritable(persistPath);
@@ -456,6 +460,26 @@ export async function applyMigrations(db, dir) {
       db.prepare("INSERT INTO d1_migrations (name) VALUES (?)").bind(file),
     ]);
   }
+}
+
+/**
+ * An issuer origin `startStack` may serve: https anywhere (behind a TLS front), http only on a loopback
+ * host, no path, query or fragment; refused with what is wrong otherwise.
+ * @param {string} value
+ */
+export function issuerOrigin(value) {
+  let url;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`ISSUER ${value} is not a URL`);
+  }
+  const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && loopback))
+    throw new Error(`ISSUER ${value} must be https (or http on a loopback host)`);
+  if (url.pathname !== "/" || url.search || url.hash || url.username || url.password)
+    throw new Error(`ISSUER ${value} must be an origin: no path, query, fragment or user`);
+  return url.origin;
 }
 
 /** A port that was free a moment ago (the stack must know its issuer before it listens). */

@@ -1,18 +1,20 @@
 // `npm start`: the production-like local runtime. Same origin, secrets and demo client as
 // `npm run dev`, but the Workers run as built bundles in one workerd (scripts/stack.mjs), without
-// wrangler dev's proxy or file watching. Data persists in .keyway/state.
+// wrangler dev's proxy or file watching. Data persists in .keyway/state. `ISSUER=https://host:port`
+// names the issuer a TLS front serves this port under (the conformance suite needs https).
 import { parsePort, START_PERSIST_DIR } from "./lib/local.mjs";
 import { ensureSecrets } from "./setup.mjs";
 import { startStack } from "./stack.mjs";
 
 const port = parsePort(process.env.PORT);
 const vars = ensureSecrets();
-console.log("• bundling the Workers (wrangler deploy --dry-run) ...");
+const issuer = process.env.ISSUER || undefined;
+console.log("• bundling the Workers where a source changed (wrangler deploy --dry-run) ...");
 const started = Date.now();
 /** @type {Awaited<ReturnType<typeof startStack>>} */
 let stack;
 try {
-  stack = await startStack({ port, persistTo: START_PERSIST_DIR, vars });
+  stack = await startStack({ port, persistTo: START_PERSIST_DIR, vars, ...(issuer ? { issuer } : {}) });
 } catch (err) {
   console.error(`✗ Keyway did not start: ${err instanceof Error ? err.message : err}`);
   process.exit(1);

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateSecrets } from "../../scripts/lib/local.mjs";
 import { buildFingerprint, freePort, startStack } from "../../scripts/stack.mjs";
+import { E2E_BUNDLES } from "./bundles.js";
 
 /**
  * `npm start`'s stack (scripts/stack.mjs) serves nothing until its database is migrated and seeded,
@@ -110,4 +111,21 @@ describe("npm start's stack", () => {
       await third.dispose();
     }
   }, 180_000);
+
+  it("serves the issuer a TLS front names (ISSUER), and refuses one that is not an https origin", async () => {
+    const port = await freePort();
+    const options = { port, persistTo: join(tmp, "state-issuer"), outDir: E2E_BUNDLES, vars: generateSecrets() };
+    for (const bad of ["http://op.test", "https://op.test/path", "not a url"])
+      await expect(startStack({ ...options, issuer: bad, cronEverySeconds: false })).rejects.toThrow(/ISSUER/);
+    const stack = await startStack({ ...options, issuer: "https://op.test:8443", cronEverySeconds: false });
+    try {
+      expect(stack.url).toBe("https://op.test:8443");
+      const doc = (await (
+        await fetch(`http://127.0.0.1:${port}/.well-known/openid-configuration`, { headers: { Host: "op.test:8443" } })
+      ).json()) as { issuer: string; token_endpoint: string };
+      expect(doc).toMatchObject({ issuer: "https://op.test:8443", token_endpoint: "https://op.test:8443/token" });
+    } finally {
+      await stack.dispose();
+    }
+  }, 120_000);
 });
