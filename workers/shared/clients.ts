@@ -39,6 +39,10 @@ export interface Client {
   token_claims: TokenClaimsTemplate | null;
   /** Issue 40: false only for a confidential client registered to sign in without PKCE (RFC 9700 §2.1.1). */
   require_pkce: boolean;
+  /** OIDC Core §8: the `sub` it sees, the user's id or one of its sector (subjects.ts). */
+  subject_type: "public" | "pairwise";
+  /** OIDC Registration §5: a pairwise client's sector, when its redirect URIs span several hosts. */
+  sector_identifier_uri: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -60,6 +64,8 @@ interface ClientRow {
   branding?: string;
   token_claims?: string | null;
   require_pkce?: number;
+  subject_type?: "public" | "pairwise";
+  sector_identifier_uri?: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -82,6 +88,8 @@ export function clientFromRow(row: ClientRow): Client {
     branding: brandingOf(row.branding),
     token_claims: templateOf(row.token_claims),
     require_pkce: row.require_pkce !== 0,
+    subject_type: row.subject_type === "pairwise" ? "pairwise" : "public",
+    sector_identifier_uri: row.sector_identifier_uri ?? null,
   };
 }
 

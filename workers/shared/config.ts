@@ -411,6 +411,8 @@ const envSchema = z
     OTP_HMAC_SECRET: secret("OTP_HMAC_SECRET"),
     /** Seals the private halves of rotated signing keys kept in D1. */
     KEY_ENCRYPTION_SECRET: secret("KEY_ENCRYPTION_SECRET"),
+    /** Pairwise subject identifiers (OIDC Core §8.1, subjects.ts): changing it changes every pairwise `sub`. */
+    PAIRWISE_SECRET: secret("PAIRWISE_SECRET"),
     SIGNING_KEY_RS256: json(privateJwk.extend({ kty: z.literal("RSA") })),
     SIGNING_KEY_ES256: json(privateJwk.extend({ kty: z.literal("EC"), crv: z.literal("P-256") })),
     ...mailFields,

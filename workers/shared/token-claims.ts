@@ -65,6 +65,9 @@ const RESERVED = new Set([
   "org_id",
   "org_roles",
   "claims_truncated",
+  // The access token's own (issue 40): what userinfo is asked for, and a pairwise client's sealed user.
+  "userinfo_claims",
+  "uid",
 ]);
 
 /** Whether a template may not set the claim `name`: one of RESERVED, in any case. */

@@ -19,6 +19,8 @@ export interface AccessTokenClaims extends JWTPayload {
   auth_time: number;
   /** OIDC Core §5.5: the claims the authorization request asked userinfo for, space-separated. */
   userinfo_claims?: string;
+  /** A pairwise client's token: the user's id, sealed (subjects.ts); its `sub` is the pairwise one. */
+  uid?: string;
 }
 
 /**

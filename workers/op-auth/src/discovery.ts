@@ -20,7 +20,8 @@ export function discovery(c: Context<AppEnv>): Response {
     response_modes_supported: [...RESPONSE_MODES],
     grant_types_supported: ["authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT],
     device_authorization_endpoint: `${issuer}/device_authorization`,
-    subject_types_supported: ["public"],
+    // OIDC Core §8: a client registers `subject_type` (subjects.ts).
+    subject_types_supported: ["public", "pairwise"],
     id_token_signing_alg_values_supported: ["RS256", "ES256"],
     // userinfo_signing_alg_values_supported is left out: userinfo answers plain JSON (OIDC Core §5.3.2)
     // and signs nothing, and an empty list would claim a capability with no algorithm (issue 38).

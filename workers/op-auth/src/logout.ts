@@ -7,6 +7,7 @@ import { sha256 } from "../../shared/crypto";
 import { clearCookie, cookieName, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/http";
 import { keyRing } from "../../shared/keys";
 import { shard } from "../../shared/stores";
+import { subjectFor } from "../../shared/subjects";
 import { revokeInSidShard } from "../../shared/tokens";
 import { invalidRequestPage, unreadable } from "./errors";
 import { confirmLogoutPage, messagePage } from "./pages/notices";
@@ -109,8 +110,12 @@ interface Hint {
  * session: then only the hint's own login ends, which its holder may end anyway.
  */
 async function hintIsThisSession(c: Context<AppEnv>, hint: Hint): Promise<boolean> {
-  const session = await currentSession(c.env, c.get("config"), c.req.raw);
-  return !session || session.sid === hint.sid || session.sub === hint.sub;
+  const config = c.get("config");
+  const session = await currentSession(c.env, config, c.req.raw);
+  if (!session || session.sid === hint.sid) return true;
+  // The hint's `sub` is the one its client sees: pairwise for a pairwise client (subjects.ts).
+  const client = await findClient(c.env, config, hint.aud);
+  return client !== null && (await subjectFor(config, client, session.sub)) === hint.sub;
 }
 
 /** The hint may be expired (OIDC RP-Initiated Logout §2), but must carry our signature and issuer. */

@@ -10,6 +10,7 @@ import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { askPeers } from "../../shared/isolate";
 import { isResourceIndicator, MAX_RESOURCES } from "../../shared/resources";
+import { sectorOf } from "../../shared/subjects";
 import { tokenClaimsSchema } from "../../shared/token-claims";
 import { body, corsOrigin, redirectUri } from "./validation";
 
@@ -61,6 +62,21 @@ const clientFields = {
    * §2.1.1; OIDC Core's code flow, where the nonce binds the code to the login instead).
    */
   require_pkce: z.boolean(),
+  /** OIDC Core §8: `pairwise` gives the client a `sub` of its sector's own (subjects.ts). */
+  subject_type: z.enum(["public", "pairwise"]),
+  /** OIDC Registration §5: the sector of a pairwise client whose redirect URIs span several hosts. */
+  sector_identifier_uri: z
+    .string()
+    .max(2000)
+    .refine((u) => {
+      try {
+        const url = new URL(u);
+        return url.protocol === "https:" && !url.username && !url.password && !url.hash;
+      } catch {
+        return false;
+      }
+    }, "sector_identifier_uri must be an https URL without credentials or a fragment")
+    .nullable(),
 };
 
 type ClientShape = {
@@ -70,6 +86,8 @@ type ClientShape = {
   scope: string;
   jwks?: unknown;
   require_pkce?: boolean;
+  subject_type?: "public" | "pairwise";
+  sector_identifier_uri?: string | null;
 };
 
 /**
@@ -87,6 +105,14 @@ export function registrationProblems(c: ClientShape): string[] {
     problems.push("client_credentials needs a confidential client (a secret), not token_endpoint_auth_method none");
   if ((c.token_endpoint_auth_method === "private_key_jwt") !== (c.jwks !== undefined && c.jwks !== null))
     problems.push("jwks goes with token_endpoint_auth_method private_key_jwt, and only with it");
+  if (
+    c.subject_type === "pairwise" &&
+    !c.sector_identifier_uri &&
+    sectorOf({ ...c, sector_identifier_uri: null }) === null
+  )
+    problems.push(
+      "a pairwise client whose redirect_uris span several hosts needs a sector_identifier_uri (OIDC Registration §5)",
+    );
   if (c.require_pkce === false && c.token_endpoint_auth_method === "none")
     problems.push("a public client (token_endpoint_auth_method none) always uses PKCE: require_pkce cannot be false");
   if (c.grant_types.includes("refresh_token") && !login && !device)
@@ -118,6 +144,8 @@ export const createSchema = z
     branding: clientFields.branding.default({}),
     token_claims: clientFields.token_claims.default(null),
     require_pkce: clientFields.require_pkce.default(true),
+    subject_type: clientFields.subject_type.default("public"),
+    sector_identifier_uri: clientFields.sector_identifier_uri.default(null),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -155,8 +183,8 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
-      branding, token_claims, require_pkce, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      branding, token_claims, require_pkce, subject_type, sector_identifier_uri, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -175,6 +203,8 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify(input.branding),
       input.token_claims ? JSON.stringify(input.token_claims) : null,
       input.require_pkce ? 1 : 0,
+      input.subject_type,
+      input.sector_identifier_uri,
       now,
       now,
     )
@@ -222,13 +252,15 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
     "scope",
     "jwks",
     "require_pkce",
+    "subject_type",
+    "sector_identifier_uri",
   ] as const;
   const problems = shaping.some((f) => f in patch) ? registrationProblems(next) : [];
   if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
-      branding = ?, token_claims = ?, require_pkce = ?, updated_at = ?
+      branding = ?, token_claims = ?, require_pkce = ?, subject_type = ?, sector_identifier_uri = ?, updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
@@ -245,6 +277,8 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify(next.branding),
       next.token_claims ? JSON.stringify(next.token_claims) : null,
       next.require_pkce ? 1 : 0,
+      next.subject_type,
+      next.sector_identifier_uri,
       next.updated_at,
       id,
       current.tenant,

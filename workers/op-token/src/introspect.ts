@@ -3,6 +3,7 @@ import type { AppEnv } from "../../shared/app";
 import { authenticateClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, readForm } from "../../shared/http";
+import { subjectFor } from "../../shared/subjects";
 import { corsClient } from "./cors";
 import { lookupToken } from "./token-lookup";
 
@@ -53,7 +54,7 @@ export async function introspect(c: Context<AppEnv>): Promise<Response> {
       active: true,
       scope: g.scope,
       client_id: g.client_id,
-      sub: g.sub,
+      sub: await subjectFor(config, client, g.sub),
       exp: Math.floor(g.expires_at / 1000),
       iss: config.ISSUER,
       sid: g.sid,

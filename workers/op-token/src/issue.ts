@@ -2,6 +2,7 @@ import type { FamilyGrant } from "../../../durable-objects/contract";
 import type { Client } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import type { Env } from "../../shared/env";
+import { sealUserId, subjectFor } from "../../shared/subjects";
 import { tokenClaimsOf } from "../../shared/token-claims";
 import { signAccessToken, signIdToken } from "../../shared/tokens";
 import { findUser } from "../../shared/users";
@@ -44,9 +45,12 @@ export async function buildTokenResponse(
   const askedInIdToken = new Set(grant.requested_claims?.id_token ?? []);
   const askedAtUserinfo = grant.requested_claims?.userinfo ?? [];
   const name = askedInIdToken.has("name") ? (await findUser(env, config.TENANT, grant.sub))?.name : undefined;
+  // OIDC Core §8: what the client sees as `sub`; a pairwise client's access token carries the user sealed.
+  const sub = await subjectFor(config, client, grant.sub);
+  const uid = sub === grant.sub ? undefined : await sealUserId(config, grant.sub, plan.jti);
   // The ID token carries the access token's hash (at_hash), so the access token is signed first.
   const access_token = await signAccessToken(env, config, {
-    sub: grant.sub,
+    sub,
     client_id: client.client_id,
     scope: plan.scope,
     sid: grant.sid,
@@ -55,10 +59,14 @@ export async function buildTokenResponse(
     jti: plan.jti,
     iat: plan.iat,
     resource: plan.resource,
-    extra: askedAtUserinfo.length ? { ...extra, userinfo_claims: askedAtUserinfo.join(" ") } : extra,
+    extra: {
+      ...extra,
+      ...(askedAtUserinfo.length ? { userinfo_claims: askedAtUserinfo.join(" ") } : {}),
+      ...(uid ? { uid } : {}),
+    },
   });
   const id_token = await signIdToken(env, config, client.id_token_signed_response_alg, {
-    sub: grant.sub,
+    sub,
     aud: client.client_id,
     auth_time: grant.auth_time,
     nonce: grant.nonce,

@@ -5,6 +5,7 @@ import { sha256 } from "../../shared/crypto";
 import type { Env } from "../../shared/env";
 import { parseId } from "../../shared/router";
 import { shard } from "../../shared/stores";
+import { userIdOf } from "../../shared/subjects";
 import {
   type AccessTokenClaims,
   type ClientTokenClaims,
@@ -54,7 +55,11 @@ async function accessToken(env: Env, config: Config, token: string): Promise<Kno
     return { type: "client_token", claims, active: !revoked && client !== null };
   }
   const { claims } = verified;
-  const [revoked, user] = await Promise.all([isRevoked(env, config, claims), findUser(env, config.TENANT, claims.sub)]);
+  const userId = await userIdOf(config, claims);
+  const [revoked, user] = await Promise.all([
+    isRevoked(env, config, claims),
+    userId === null ? null : findUser(env, config.TENANT, userId),
+  ]);
   return { type: "access_token", claims, active: !revoked && userStillValid(user, claims.auth_time) };
 }
 

@@ -3,6 +3,7 @@ import type { AppEnv } from "../../shared/app";
 import { findClient } from "../../shared/clients";
 import { OAuthError } from "../../shared/errors";
 import { isForm, json, NO_STORE, parseForm, readBodyText } from "../../shared/http";
+import { userIdOf } from "../../shared/subjects";
 import { requireLiveAccessToken } from "../../shared/tokens";
 import { findUser, userStillValid } from "../../shared/users";
 import { corsClient } from "./cors";
@@ -25,12 +26,14 @@ export async function userinfo(c: Context<AppEnv>): Promise<Response> {
       wwwAuthenticate: 'Bearer error="invalid_token"',
     });
   corsClient(c, client);
-  const user = await findUser(c.env, config.TENANT, claims.sub);
+  // A pairwise client's token names the user sealed; its `sub` is the one the client sees (subjects.ts).
+  const userId = await userIdOf(config, claims);
+  const user = userId === null ? null : await findUser(c.env, config.TENANT, userId);
   if (!userStillValid(user, claims.auth_time))
     throw new OAuthError("invalid_token", "the user no longer exists or was signed out", {
       wwwAuthenticate: 'Bearer error="invalid_token"',
     });
-  const body: Record<string, unknown> = { sub: user.id };
+  const body: Record<string, unknown> = { sub: claims.sub };
   const scopes = claims.scope.split(" ");
   // OIDC Core §5.5: claims the authorization request asked userinfo for by name, beside the scopes'.
   const asked = new Set(typeof claims.userinfo_claims === "string" ? claims.userinfo_claims.split(" ") : []);
