@@ -69,13 +69,7 @@ export class RevocationStore extends ShardStore {
 
   /** Every login of `userId` that began at or before `at` (ms) has ended (an admin revoke or delete). */
   async revokeUser(userId: string, at: number, expiresAt: number): Promise<void> {
-    this.sql.exec(
-      `INSERT INTO revoked (key, expires_at, at) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE
-       SET at = MAX(COALESCE(at, 0), excluded.at), expires_at = MAX(expires_at, excluded.expires_at)`,
-      `user:${userId}`,
-      expiresAt,
-      at,
-    );
+    this.#markSince(`user:${userId}`, at, expiresAt);
     await this.expireAt(expiresAt);
   }
 
@@ -85,15 +79,19 @@ export class RevocationStore extends ShardStore {
    * (its transaction, then its code); a refresh reads the grants afresh.
    */
   async markClaimsChanged(userIds: string[], at: number, expiresAt: number): Promise<void> {
-    for (const userId of userIds)
-      this.sql.exec(
-        `INSERT INTO revoked (key, expires_at, at) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE
-         SET at = MAX(COALESCE(at, 0), excluded.at), expires_at = MAX(expires_at, excluded.expires_at)`,
-        `claims:${userId}`,
-        expiresAt,
-        at,
-      );
+    for (const userId of userIds) this.#markSince(`claims:${userId}`, at, expiresAt);
     await this.expireAt(expiresAt);
+  }
+
+  /** A mark that ends what began at or before `at` (ms): the latest time and the longest life win. */
+  #markSince(key: string, at: number, expiresAt: number): void {
+    this.sql.exec(
+      `INSERT INTO revoked (key, expires_at, at) VALUES (?, ?, ?) ON CONFLICT(key) DO UPDATE
+       SET at = MAX(COALESCE(at, 0), excluded.at), expires_at = MAX(expires_at, excluded.expires_at)`,
+      key,
+      expiresAt,
+      at,
+    );
   }
 
   /**
