@@ -39,9 +39,16 @@ export interface Client {
   token_claims: TokenClaimsTemplate | null;
   /** Issue 40: false only for a confidential client registered to sign in without PKCE (RFC 9700 §2.1.1). */
   require_pkce: boolean;
+  /**
+   * Issue 40 (OIDC Registration §2): what its request objects must be signed with; null for RS256 or
+   * ES256 with its jwks, "none" for unsigned ones (then only those).
+   */
+  request_object_signing_alg: RequestObjectAlg | null;
   created_at: number;
   updated_at: number;
 }
+
+export type RequestObjectAlg = "RS256" | "ES256" | "none";
 
 interface ClientRow {
   client_id: string;
@@ -60,6 +67,7 @@ interface ClientRow {
   branding?: string;
   token_claims?: string | null;
   require_pkce?: number;
+  request_object_signing_alg?: RequestObjectAlg | null;
   created_at: number;
   updated_at: number;
 }
@@ -82,6 +90,7 @@ export function clientFromRow(row: ClientRow): Client {
     branding: brandingOf(row.branding),
     token_claims: templateOf(row.token_claims),
     require_pkce: row.require_pkce !== 0,
+    request_object_signing_alg: row.request_object_signing_alg ?? null,
   };
 }
 

@@ -50,7 +50,8 @@ export function validateAuthorizeRequest(
     throw new OAuthError(code, description, { redirect: { uri: redirectUri, state, mode } });
   };
 
-  if (params.request !== undefined) fail("request_not_supported", "request objects are not supported");
+  // A request object is opened and merged before (request-object.ts); request_uri needs PAR.
+  if (params.request !== undefined) fail("invalid_request_object", "the request object was not processed");
   if (params.request_uri !== undefined) fail("request_uri_not_supported", "request_uri is not supported");
   if (!params.response_type) fail("invalid_request", "response_type is required");
   if (params.response_type !== "code") fail("unsupported_response_type", "only response_type=code is supported");

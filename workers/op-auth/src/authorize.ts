@@ -30,6 +30,7 @@ import { beginLoginTx, openVerifiedLogin } from "./login-tx";
 import { emailStep } from "./pages/login";
 import { organizationPage } from "./pages/organizations";
 import { requestUi, txPageUi, txUiFor } from "./pages/ui";
+import { withRequestObject } from "./request-object";
 import { type BrowserSession, currentSession, sessionCookie, standingUser, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
@@ -51,7 +52,8 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   admitNewWork(c);
   // Errors about the client or its redirect URI are pages; the rest go back to the client (errors.ts).
   const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
-  const request = validateAuthorizeRequest(params, client);
+  // OIDC Core §6.1: a request object's parameters supersede the query's (request-object.ts).
+  const request = validateAuthorizeRequest(await withRequestObject(config, params, client), client);
   const live = await liveSession(c.env, config, c.req.raw, request);
   if (live) return answerFromSession(c, request, client as Client, live);
   if (request.prompts.has("none"))

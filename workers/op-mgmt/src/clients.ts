@@ -61,6 +61,11 @@ const clientFields = {
    * §2.1.1; OIDC Core's code flow, where the nonce binds the code to the login instead).
    */
   require_pkce: z.boolean(),
+  /**
+   * Issue 40 (OIDC Registration §2): the algorithm its request objects must use; RS256 or ES256 need
+   * its `jwks`, `none` allows unsigned request objects (and only those). Null: RS256 or ES256.
+   */
+  request_object_signing_alg: z.enum(["RS256", "ES256", "none"]).nullable(),
 };
 
 type ClientShape = {
@@ -70,6 +75,7 @@ type ClientShape = {
   scope: string;
   jwks?: unknown;
   require_pkce?: boolean;
+  request_object_signing_alg?: string | null;
 };
 
 /**
@@ -87,6 +93,11 @@ export function registrationProblems(c: ClientShape): string[] {
     problems.push("client_credentials needs a confidential client (a secret), not token_endpoint_auth_method none");
   if ((c.token_endpoint_auth_method === "private_key_jwt") !== (c.jwks !== undefined && c.jwks !== null))
     problems.push("jwks goes with token_endpoint_auth_method private_key_jwt, and only with it");
+  const roAlg = c.request_object_signing_alg;
+  if (roAlg && roAlg !== "none" && (c.jwks === undefined || c.jwks === null))
+    problems.push(
+      `request_object_signing_alg ${roAlg} needs the client's jwks (token_endpoint_auth_method private_key_jwt)`,
+    );
   if (c.require_pkce === false && c.token_endpoint_auth_method === "none")
     problems.push("a public client (token_endpoint_auth_method none) always uses PKCE: require_pkce cannot be false");
   if (c.grant_types.includes("refresh_token") && !login && !device)
@@ -118,6 +129,7 @@ export const createSchema = z
     branding: clientFields.branding.default({}),
     token_claims: clientFields.token_claims.default(null),
     require_pkce: clientFields.require_pkce.default(true),
+    request_object_signing_alg: clientFields.request_object_signing_alg.default(null),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -155,8 +167,8 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
-      branding, token_claims, require_pkce, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      branding, token_claims, require_pkce, request_object_signing_alg, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -175,6 +187,7 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify(input.branding),
       input.token_claims ? JSON.stringify(input.token_claims) : null,
       input.require_pkce ? 1 : 0,
+      input.request_object_signing_alg,
       now,
       now,
     )
@@ -222,13 +235,14 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
     "scope",
     "jwks",
     "require_pkce",
+    "request_object_signing_alg",
   ] as const;
   const problems = shaping.some((f) => f in patch) ? registrationProblems(next) : [];
   if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
-      branding = ?, token_claims = ?, require_pkce = ?, updated_at = ?
+      branding = ?, token_claims = ?, require_pkce = ?, request_object_signing_alg = ?, updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
@@ -245,6 +259,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       JSON.stringify(next.branding),
       next.token_claims ? JSON.stringify(next.token_claims) : null,
       next.require_pkce ? 1 : 0,
+      next.request_object_signing_alg,
       next.updated_at,
       id,
       current.tenant,
