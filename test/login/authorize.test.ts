@@ -256,7 +256,7 @@ describe("authorization errors redirected to the client (B3, B4, B8)", () => {
       [{ prompt: "none login" }, "invalid_request"],
       [{ max_age: "-1" }, "invalid_request"],
       [{ response_mode: "fragment" }, "invalid_request"],
-      [{ request: "eyJ.x.y" }, "request_not_supported"],
+      [{ request: "eyJ.x.y" }, "invalid_request_object"],
     ];
     for (const [change, error] of cases) {
       const q = new URLSearchParams(authorizeQuery(client, challenge));

@@ -512,7 +512,8 @@ describe("discovery and keys (CONTRACT §1)", () => {
       introspection_endpoint: `${ISSUER}/introspect`,
       end_session_endpoint: `${ISSUER}/logout`,
       response_types_supported: ["code"],
-      subject_types_supported: ["public"],
+      // CONTRACT §9: pairwise too, once built (issue 40).
+      subject_types_supported: ["public", "pairwise"],
       code_challenge_methods_supported: ["S256"],
       authorization_response_iss_parameter_supported: true,
     });

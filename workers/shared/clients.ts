@@ -43,9 +43,16 @@ export interface Client {
   subject_type: "public" | "pairwise";
   /** OIDC Registration §5: a pairwise client's sector, when its redirect URIs span several hosts. */
   sector_identifier_uri: string | null;
+  /**
+   * Issue 40 (OIDC Registration §2): what its request objects must be signed with; null for RS256 or
+   * ES256 with its jwks, "none" for unsigned ones (then only those).
+   */
+  request_object_signing_alg: RequestObjectAlg | null;
   created_at: number;
   updated_at: number;
 }
+
+export type RequestObjectAlg = "RS256" | "ES256" | "none";
 
 interface ClientRow {
   client_id: string;
@@ -66,6 +73,7 @@ interface ClientRow {
   require_pkce?: number;
   subject_type?: "public" | "pairwise";
   sector_identifier_uri?: string | null;
+  request_object_signing_alg?: RequestObjectAlg | null;
   created_at: number;
   updated_at: number;
 }
@@ -90,6 +98,7 @@ export function clientFromRow(row: ClientRow): Client {
     require_pkce: row.require_pkce !== 0,
     subject_type: row.subject_type === "pairwise" ? "pairwise" : "public",
     sector_identifier_uri: row.sector_identifier_uri ?? null,
+    request_object_signing_alg: row.request_object_signing_alg ?? null,
   };
 }
 

@@ -24,6 +24,7 @@ export type OAuthErrorCode =
   | "authorization_pending"
   | "expired_token"
   | "request_not_supported"
+  | "invalid_request_object"
   | "request_uri_not_supported"
   | "not_found"
   | "method_not_allowed"
@@ -59,8 +60,10 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   // RFC 8628 §3.5: the token endpoint's answers to a device that polls; all 400 there.
   authorization_pending: 400,
   expired_token: 400,
-  // OIDC Core §3.1.2.6: request objects are not supported.
+  // OIDC Core §3.1.2.6: request_not_supported is kept for request objects Keyway cannot take; a
+  // request object that fails a check is invalid_request_object (RFC 9101 §6.3, issue 40).
   request_not_supported: 400,
+  invalid_request_object: 400,
   request_uri_not_supported: 400,
   not_found: 404,
   method_not_allowed: 405,

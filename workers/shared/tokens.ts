@@ -1,4 +1,4 @@
-import { decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from "jose";
+import { decodeJwt, decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from "jose";
 import type { Config } from "./config";
 import { base64url } from "./crypto";
 import type { Env } from "./env";
@@ -164,6 +164,42 @@ export async function signIdToken(
 export async function accessTokenHash(accessToken: string): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(accessToken)));
   return base64url(digest.subarray(0, digest.length / 2));
+}
+
+/** What an ID token used as a hint says: for whom (`aud`), about whom (`sub`), from which login (`sid`). */
+export interface IdTokenHint {
+  aud: string[];
+  sub: string;
+  sid?: string;
+}
+
+/**
+ * An `id_token_hint` (OIDC Core §3.1.2.1, RP-Initiated Logout §2): an ID token this issuer signed,
+ * by a key of its ring (the algorithm the key's, never the token's), expired or not, as both specs
+ * allow for a hint. An access token (RFC 9068 `typ: at+jwt`) is no ID token. Null for anything else.
+ */
+export async function verifyIdTokenHint(env: Env, config: Config, token: string): Promise<IdTokenHint | null> {
+  if (token.length > 8192) return null;
+  try {
+    const header = decodeProtectedHeader(token);
+    if (header.typ?.toLowerCase().endsWith("at+jwt")) return null;
+    const entry = header.kid ? (await keyRing(env, config)).verification.get(header.kid) : undefined;
+    if (!entry) return null;
+    const exp = decodeJwt(token).exp;
+    const { payload } = await jwtVerify(token, entry.key, {
+      algorithms: [entry.alg],
+      issuer: config.ISSUER,
+      // Judged as of just before its expiry: an expired hint still names its user (OIDC Core §3.1.2.1).
+      currentDate: exp ? new Date((exp - 1) * 1000) : undefined,
+    });
+    const aud = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
+    if (typeof payload.sub !== "string" || aud.length === 0 || !aud.every((a) => typeof a === "string")) return null;
+    const hint: IdTokenHint = { aud: aud as string[], sub: payload.sub };
+    if (typeof payload.sid === "string") hint.sid = payload.sid;
+    return hint;
+  } catch {
+    return null;
+  }
 }
 
 const invalidToken = (description: string) =>

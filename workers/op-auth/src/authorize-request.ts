@@ -22,6 +22,8 @@ export interface ValidatedRequest extends AuthRequest {
   login_hint?: string;
   /** OIDC Core §3.1.2.1: the languages of the pages, by preference; sealed into tx as the one chosen. */
   ui_locales?: string;
+  /** OIDC Core §3.1.2.1: an ID token Keyway issued, naming the user the client expects. */
+  id_token_hint?: string;
 }
 
 /**
@@ -50,7 +52,8 @@ export function validateAuthorizeRequest(
     throw new OAuthError(code, description, { redirect: { uri: redirectUri, state, mode } });
   };
 
-  if (params.request !== undefined) fail("request_not_supported", "request objects are not supported");
+  // A request object is opened and merged before (request-object.ts); request_uri needs PAR.
+  if (params.request !== undefined) fail("invalid_request_object", "the request object was not processed");
   if (params.request_uri !== undefined) fail("request_uri_not_supported", "request_uri is not supported");
   if (!params.response_type) fail("invalid_request", "response_type is required");
   if (params.response_type !== "code") fail("unsupported_response_type", "only response_type=code is supported");
@@ -115,6 +118,8 @@ export function validateAuthorizeRequest(
   // A hint that is not an email address (an opaque subject id, say) is ignored, not an error.
   const hint = params.login_hint?.trim();
   if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;
+  // OIDC Core §3.1.2.1: verified against Keyway's keys in authorize.ts (an async step); never sealed.
+  if (params.id_token_hint !== undefined) req.id_token_hint = params.id_token_hint;
   if (params.ui_locales !== undefined && params.ui_locales.length <= 200) req.ui_locales = params.ui_locales;
   return req;
 }

@@ -21,7 +21,9 @@ import {
   setCookie,
 } from "../../shared/http";
 import { shard } from "../../shared/stores";
+import { subjectFor } from "../../shared/subjects";
 import { type LoginClaims, projectClaims } from "../../shared/token-claims";
+import { verifyIdTokenHint } from "../../shared/tokens";
 import type { User } from "../../shared/users";
 import { authorizationResponse, type ResponseMode } from "./authorization-response";
 import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";
@@ -30,6 +32,7 @@ import { beginLoginTx, openVerifiedLogin } from "./login-tx";
 import { emailStep } from "./pages/login";
 import { organizationPage } from "./pages/organizations";
 import { requestUi, txPageUi, txUiFor } from "./pages/ui";
+import { withRequestObject } from "./request-object";
 import { type BrowserSession, currentSession, sessionCookie, standingUser, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
@@ -51,15 +54,34 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   admitNewWork(c);
   // Errors about the client or its redirect URI are pages; the rest go back to the client (errors.ts).
   const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
-  const request = validateAuthorizeRequest(params, client);
+  // OIDC Core §6.1: a request object's parameters supersede the query's (request-object.ts).
+  const request = validateAuthorizeRequest(await withRequestObject(config, params, client), client);
+  const hinted = request.id_token_hint !== undefined ? await hintedSubject(c, request) : undefined;
   const live = await liveSession(c.env, config, c.req.raw, request);
-  if (live) return answerFromSession(c, request, client as Client, live);
+  // OIDC Core §3.1.2.1: a session of another user than the hint names does not answer; with
+  // prompt=none that is login_required, otherwise a new login. The hint's `sub` is the one the
+  // client sees (pairwise for a pairwise client, subjects.ts).
+  if (live && (hinted === undefined || (await subjectFor(config, client as Client, live.session.sub)) === hinted))
+    return answerFromSession(c, request, client as Client, live);
   if (request.prompts.has("none"))
     throw new OAuthError("login_required", undefined, {
       redirect: redirectOf(request),
     });
   // validateAuthorizeRequest refuses a request without its client, so here it is known.
   return beginLogin(c, request, client as Client);
+}
+
+/**
+ * The user an `id_token_hint` names: an ID token Keyway signed (expired or not) for this client;
+ * anything else is `invalid_request` at the client. Only a request with a hint pays for the check.
+ */
+async function hintedSubject(c: Context<AppEnv>, request: ValidatedRequest): Promise<string> {
+  const hint = await verifyIdTokenHint(c.env, c.get("config"), request.id_token_hint as string);
+  if (!hint?.aud.includes(request.client_id))
+    throw new OAuthError("invalid_request", "id_token_hint is not an ID token this issuer signed for this client", {
+      redirect: redirectOf(request),
+    });
+  return hint.sub;
 }
 
 /** The response mode a request asked for (validated: query or form_post). */
@@ -88,6 +110,8 @@ async function liveSession(
   request: ValidatedRequest,
 ): Promise<{ session: BrowserSession; user: User } | null> {
   if (request.prompts.has("login") || request.prompts.has("select_account")) return null;
+  // max_age=0: always a fresh login, even one made within the same second (OIDC Core §3.1.2.1).
+  if (request.max_age === 0) return null;
   const session = await currentSession(env, config, req);
   if (!session) return null;
   if (request.max_age !== undefined && Date.now() / 1000 - session.auth_time > request.max_age) return null;
@@ -153,7 +177,7 @@ function requestParams(request: AuthRequest): [string, string][] {
 async function beginLogin(c: Context<AppEnv>, request: ValidatedRequest, client: Client): Promise<Response> {
   const config = c.get("config");
   const ttl = config.POLICY.login_tx_ttl_seconds;
-  const { prompts: _, login_hint: loginHint, ui_locales: uiLocales, ...carried } = request;
+  const { prompts: _, login_hint: loginHint, ui_locales: uiLocales, id_token_hint: __, ...carried } = request;
   const ui = txUiFor(c, client, uiLocales);
   const { tx, id } = await beginLoginTx(config, carried, Date.now(), c.get("region"), ui, client.token_claims);
   const cookie = setCookie(cookieName(TX_COOKIE, config), id, {

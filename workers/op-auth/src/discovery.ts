@@ -3,6 +3,7 @@ import type { AppEnv } from "../../shared/app";
 import { DEVICE_GRANT } from "../../shared/device";
 import { SUPPORTED_LOCALES } from "../../shared/i18n/index";
 import { RESPONSE_MODES, SUPPORTED_SCOPES } from "./authorize-request";
+import { REQUEST_OBJECT_ALGS } from "./request-object";
 
 /** OpenID Connect Discovery 1.0 §3. Every value here is true of the running server. */
 export function discovery(c: Context<AppEnv>): Response {
@@ -68,7 +69,10 @@ export function discovery(c: Context<AppEnv>): Response {
     ui_locales_supported: SUPPORTED_LOCALES,
     // OIDC Core §5.5: email, email_verified and name may be asked for by name (claims-request.ts).
     claims_parameter_supported: true,
-    request_parameter_supported: false,
+    // OIDC Core §6.1 / RFC 9101 (request-object.ts): signed with the client's registered keys, or
+    // unsigned (`none`) from a client registered with request_object_signing_alg "none".
+    request_parameter_supported: true,
+    request_object_signing_alg_values_supported: [...REQUEST_OBJECT_ALGS],
     request_uri_parameter_supported: false,
     require_request_uri_registration: false,
     frontchannel_logout_supported: false,

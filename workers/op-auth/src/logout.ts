@@ -1,14 +1,12 @@
 import type { Context } from "hono";
-import { decodeJwt, decodeProtectedHeader, jwtVerify } from "jose";
 import type { AppEnv } from "../../shared/app";
 import { audit, loginRegion } from "../../shared/audit";
 import { findClient } from "../../shared/clients";
 import { sha256 } from "../../shared/crypto";
 import { clearCookie, cookieName, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/http";
-import { keyRing } from "../../shared/keys";
 import { shard } from "../../shared/stores";
 import { subjectFor } from "../../shared/subjects";
-import { revokeInSidShard } from "../../shared/tokens";
+import { revokeInSidShard, verifyIdTokenHint as verifyOwnIdToken } from "../../shared/tokens";
 import { invalidRequestPage, unreadable } from "./errors";
 import { confirmLogoutPage, messagePage } from "./pages/notices";
 import { requestUi } from "./pages/ui";
@@ -121,23 +119,9 @@ async function hintIsThisSession(c: Context<AppEnv>, hint: Hint): Promise<boolea
 /** The hint may be expired (OIDC RP-Initiated Logout §2), but must carry our signature and issuer. */
 async function verifyIdTokenHint(c: Context<AppEnv>, token: string): Promise<Hint | null> {
   const config = c.get("config");
-  try {
-    const { kid } = decodeProtectedHeader(token);
-    const entry = kid ? (await keyRing(c.env, config)).verification.get(kid) : undefined;
-    if (!entry) return null;
-    const exp = decodeJwt(token).exp;
-    const { payload } = await jwtVerify(token, entry.key, {
-      algorithms: [entry.alg],
-      issuer: config.ISSUER,
-      currentDate: exp ? new Date((exp - 1) * 1000) : undefined,
-    });
-    // An ID token, not an access token (RFC 9068 §2.1 types those `at+jwt`), for a registered client.
-    if (decodeProtectedHeader(token).typ?.toLowerCase().endsWith("at+jwt")) return null;
-    const aud = Array.isArray(payload.aud) ? payload.aud[0] : payload.aud;
-    if (typeof aud !== "string" || typeof payload.sub !== "string" || !(await findClient(c.env, config, aud)))
-      return null;
-    return typeof payload.sid === "string" ? { aud, sub: payload.sub, sid: payload.sid } : { aud, sub: payload.sub };
-  } catch {
-    return null;
-  }
+  const verified = await verifyOwnIdToken(c.env, config, token);
+  // For a registered client: the first audience (Keyway's ID tokens have one, the client_id).
+  const aud = verified?.aud[0];
+  if (!verified || aud === undefined || !(await findClient(c.env, config, aud))) return null;
+  return verified.sid !== undefined ? { aud, sub: verified.sub, sid: verified.sid } : { aud, sub: verified.sub };
 }

@@ -77,6 +77,11 @@ const clientFields = {
       }
     }, "sector_identifier_uri must be an https URL without credentials or a fragment")
     .nullable(),
+  /**
+   * Issue 40 (OIDC Registration §2): the algorithm its request objects must use; RS256 or ES256 need
+   * its `jwks`, `none` allows unsigned request objects (and only those). Null: RS256 or ES256.
+   */
+  request_object_signing_alg: z.enum(["RS256", "ES256", "none"]).nullable(),
 };
 
 type ClientShape = {
@@ -88,6 +93,7 @@ type ClientShape = {
   require_pkce?: boolean;
   subject_type?: "public" | "pairwise";
   sector_identifier_uri?: string | null;
+  request_object_signing_alg?: string | null;
 };
 
 /**
@@ -112,6 +118,11 @@ export function registrationProblems(c: ClientShape): string[] {
   )
     problems.push(
       "a pairwise client whose redirect_uris span several hosts needs a sector_identifier_uri (OIDC Registration §5)",
+    );
+  const roAlg = c.request_object_signing_alg;
+  if (roAlg && roAlg !== "none" && (c.jwks === undefined || c.jwks === null))
+    problems.push(
+      `request_object_signing_alg ${roAlg} needs the client's jwks (token_endpoint_auth_method private_key_jwt)`,
     );
   if (c.require_pkce === false && c.token_endpoint_auth_method === "none")
     problems.push("a public client (token_endpoint_auth_method none) always uses PKCE: require_pkce cannot be false");
@@ -146,6 +157,7 @@ export const createSchema = z
     require_pkce: clientFields.require_pkce.default(true),
     subject_type: clientFields.subject_type.default("public"),
     sector_identifier_uri: clientFields.sector_identifier_uri.default(null),
+    request_object_signing_alg: clientFields.request_object_signing_alg.default(null),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -183,8 +195,9 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
   await c.env.DB.prepare(
     `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
-      branding, token_claims, require_pkce, subject_type, sector_identifier_uri, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      branding, token_claims, require_pkce, subject_type, sector_identifier_uri, request_object_signing_alg, created_at,
+      updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   )
     .bind(
       clientId,
@@ -205,6 +218,7 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       input.require_pkce ? 1 : 0,
       input.subject_type,
       input.sector_identifier_uri,
+      input.request_object_signing_alg,
       now,
       now,
     )
@@ -254,13 +268,15 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
     "require_pkce",
     "subject_type",
     "sector_identifier_uri",
+    "request_object_signing_alg",
   ] as const;
   const problems = shaping.some((f) => f in patch) ? registrationProblems(next) : [];
   if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
   await c.env.DB.prepare(
     `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
-      branding = ?, token_claims = ?, require_pkce = ?, subject_type = ?, sector_identifier_uri = ?, updated_at = ?
+      branding = ?, token_claims = ?, require_pkce = ?, subject_type = ?, sector_identifier_uri = ?,
+      request_object_signing_alg = ?, updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
   )
     .bind(
@@ -279,6 +295,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       next.require_pkce ? 1 : 0,
       next.subject_type,
       next.sector_identifier_uri,
+      next.request_object_signing_alg,
       next.updated_at,
       id,
       current.tenant,
