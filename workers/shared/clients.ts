@@ -39,6 +39,14 @@ export interface Client {
   token_claims: TokenClaimsTemplate | null;
   /** Issue 40: false only for a confidential client registered to sign in without PKCE (RFC 9700 §2.1.1). */
   require_pkce: boolean;
+  /** Issue 40: registered through the admin API, or by itself at `<issuer>/register` (RFC 7591). */
+  registered_via: "admin" | "dynamic";
+  /** RFC 7592: the SHA-256 of its registration access token; null for an admin-registered client. */
+  registration_access_token_hash: string | null;
+  /** The RFC 7591 / OIDC Registration metadata kept only to be shown back (contacts, logo_uri, ...). */
+  registration_metadata: Record<string, unknown> | null;
+  /** The initial access token it registered with (its id); null for open registration or the admin API. */
+  registration_token_id: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -60,6 +68,10 @@ interface ClientRow {
   branding?: string;
   token_claims?: string | null;
   require_pkce?: number;
+  registered_via?: "admin" | "dynamic";
+  registration_access_token_hash?: string | null;
+  registration_metadata?: string | null;
+  registration_token_id?: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -82,6 +94,12 @@ export function clientFromRow(row: ClientRow): Client {
     branding: brandingOf(row.branding),
     token_claims: templateOf(row.token_claims),
     require_pkce: row.require_pkce !== 0,
+    registered_via: row.registered_via ?? "admin",
+    registration_access_token_hash: row.registration_access_token_hash ?? null,
+    registration_metadata: row.registration_metadata
+      ? (JSON.parse(row.registration_metadata) as Record<string, unknown>)
+      : null,
+    registration_token_id: row.registration_token_id ?? null,
   };
 }
 

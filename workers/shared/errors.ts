@@ -25,6 +25,8 @@ export type OAuthErrorCode =
   | "expired_token"
   | "request_not_supported"
   | "request_uri_not_supported"
+  | "invalid_redirect_uri"
+  | "invalid_client_metadata"
   | "not_found"
   | "method_not_allowed"
   | "conflict"
@@ -62,6 +64,9 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   // OIDC Core §3.1.2.6: request objects are not supported.
   request_not_supported: 400,
   request_uri_not_supported: 400,
+  // RFC 7591 §3.2.2: what dynamic client registration refuses.
+  invalid_redirect_uri: 400,
+  invalid_client_metadata: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
