@@ -140,6 +140,14 @@ describe("initial access tokens (admin API)", () => {
     expect((await admin(`/registration-tokens/${minted.id}`, { method: "DELETE" })).status).toBe(404);
   });
 
+  it("go with their tenant when it is deleted, and register nothing meanwhile", async () => {
+    const tenant = await createTenant();
+    const minted = await mintToken({ multi_use: true }, tenant.id);
+    expect((await admin(`/tenants/${tenant.id}`, { method: "DELETE" })).status).toBe(204);
+    expect(await d1("SELECT id FROM registration_tokens WHERE tenant = ?", tenant.id)).toEqual([]);
+    expect((await registerAt(baseOf(tenant.id), metadata(), minted.token)).status).toBe(404);
+  });
+
   it("take an expiry (or none) and multi-use; refuse unknown fields", async () => {
     const never = await mintToken({ expires_in: null, multi_use: true });
     expect(never.expires_at).toBeNull();
