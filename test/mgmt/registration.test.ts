@@ -417,6 +417,34 @@ describe("invalid metadata is 400 with RFC 7591's codes, never a 500", () => {
     expect((await call("/register")).status).toBe(405);
   });
 
+  it("any JSON type in any field is a 400 (or a registration), never a 500", async () => {
+    const { token } = await mintToken({ multi_use: true });
+    const fields = [
+      "redirect_uris",
+      "post_logout_redirect_uris",
+      "token_endpoint_auth_method",
+      "grant_types",
+      "response_types",
+      "scope",
+      "client_name",
+      "jwks",
+      "id_token_signed_response_alg",
+      "subject_type",
+      "sector_identifier_uri",
+      "contacts",
+      "logo_uri",
+      "require_pkce",
+      "allowed_cors_origins",
+      "application_type",
+    ];
+    const values = [1, true, {}, [], [1], [{}], [null], "x".repeat(3000), "", { keys: [{ kty: "oct", k: "AA" }] }];
+    for (const field of fields)
+      for (const value of values) {
+        const res = await registerAt("", metadata({ [field]: value }), token);
+        expect([201, 400], `${field}: ${JSON.stringify(value).slice(0, 40)} -> ${res.status}`).toContain(res.status);
+      }
+  }, 120_000);
+
   it("ignores metadata Keyway does not know (RFC 7591 §2), leaving it out of the answer", async () => {
     const client = await registered({ default_max_age: 3600, "client_name#ja": "クライアント", frobnicate: true });
     expect(client).not.toHaveProperty("default_max_age");
