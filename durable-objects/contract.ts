@@ -49,6 +49,8 @@ export const AUDIT_KINDS = [
   "shard_change",
   "webhook_disabled",
   "grant_revoked",
+  // Issue 40: a client registered, replaced or deleted itself (RFC 7591 / RFC 7592); detail.action.
+  "client_registration",
 ] as const;
 
 export type AuditKind = (typeof AUDIT_KINDS)[number];

@@ -4,7 +4,15 @@
 
 /** Paths per Worker. op-auth's are listed one by one so the local gateway can keep `/demo`. */
 export const WORKER_PATHS = {
-  "keyway-op-auth": ["/.well-known/*", "/authorize*", "/email-code/*", "/logout*", "/device*", "/__dev/*"],
+  "keyway-op-auth": [
+    "/.well-known/*",
+    "/authorize*",
+    "/email-code/*",
+    "/logout*",
+    "/device*",
+    "/register*",
+    "/__dev/*",
+  ],
   "keyway-op-token": ["/token*", "/userinfo*", "/revoke*", "/introspect*", "/jwks.json*", "/device_authorization*"],
   "keyway-op-mgmt": ["/admin/*"],
 };

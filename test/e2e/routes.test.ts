@@ -9,6 +9,8 @@ const PATHS = [
   "/email-code/generate",
   "/email-code/verify",
   "/logout",
+  "/register",
+  "/register/kwc_abc",
   "/__dev/mailbox/a@example.com",
   "/token",
   "/userinfo",

@@ -198,9 +198,41 @@ async function handleHook(req: IncomingMessage, res: ServerResponse, url: URL): 
   return true;
 }
 
+/**
+ * Documents a test publishes for a Worker to fetch (issue 40: a sector identifier document):
+ * `PUT /documents/<name>` stores the body and its Content-Type, `GET /documents/<name>` serves it
+ * (404 before). A name starting `redirect-` answers 302 to its plain counterpart.
+ */
+const documents = new Map<string, { type: string; body: Buffer }>();
+
+async function handleDocument(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
+  const m = /^\/documents\/([\w.-]+)$/.exec(url.pathname);
+  if (!m) return false;
+  const name = m[1] as string;
+  if (req.method === "PUT") {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    documents.set(name, {
+      type: String(req.headers["content-type"] ?? "application/json"),
+      body: Buffer.concat(chunks),
+    });
+    reply(res, 200, { ok: true });
+    return true;
+  }
+  if (name.startsWith("redirect-")) {
+    res.writeHead(302, { Location: `/documents/${name.slice("redirect-".length)}` }).end();
+    return true;
+  }
+  const doc = documents.get(name);
+  if (!doc) reply(res, 404, { error: "not_found" });
+  else res.writeHead(200, { "Content-Type": doc.type }).end(doc.body);
+  return true;
+}
+
 async function handleHttp(req: IncomingMessage, res: ServerResponse, apiKey: string): Promise<void> {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
   if (await handleHook(req, res, url)) return;
+  if (await handleDocument(req, res, url)) return;
   if (req.method === "GET" && url.pathname === "/received") {
     const to = (url.searchParams.get("to") ?? "").toLowerCase();
     reply(res, 200, { messages: received.filter((m) => m.to.includes(to)) });

@@ -48,6 +48,14 @@ export interface Client {
    * ES256 with its jwks, "none" for unsigned ones (then only those).
    */
   request_object_signing_alg: RequestObjectAlg | null;
+  /** Issue 40: registered through the admin API, or by itself at `<issuer>/register` (RFC 7591). */
+  registered_via: "admin" | "dynamic";
+  /** RFC 7592: the SHA-256 of its registration access token; null for an admin-registered client. */
+  registration_access_token_hash: string | null;
+  /** The RFC 7591 / OIDC Registration metadata kept only to be shown back (contacts, logo_uri, ...). */
+  registration_metadata: Record<string, unknown> | null;
+  /** The initial access token it registered with (its id); null for open registration or the admin API. */
+  registration_token_id: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -74,6 +82,10 @@ interface ClientRow {
   subject_type?: "public" | "pairwise";
   sector_identifier_uri?: string | null;
   request_object_signing_alg?: RequestObjectAlg | null;
+  registered_via?: "admin" | "dynamic";
+  registration_access_token_hash?: string | null;
+  registration_metadata?: string | null;
+  registration_token_id?: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -99,6 +111,12 @@ export function clientFromRow(row: ClientRow): Client {
     subject_type: row.subject_type === "pairwise" ? "pairwise" : "public",
     sector_identifier_uri: row.sector_identifier_uri ?? null,
     request_object_signing_alg: row.request_object_signing_alg ?? null,
+    registered_via: row.registered_via ?? "admin",
+    registration_access_token_hash: row.registration_access_token_hash ?? null,
+    registration_metadata: row.registration_metadata
+      ? (JSON.parse(row.registration_metadata) as Record<string, unknown>)
+      : null,
+    registration_token_id: row.registration_token_id ?? null,
   };
 }
 

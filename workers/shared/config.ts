@@ -303,6 +303,12 @@ export const policyFields = z.object({
    * change holds at once where op-mgmt reaches, within this bound everywhere (tenants.ts).
    */
   tenant_cache_seconds: z.number().int().min(1).max(300).default(30),
+  /**
+   * Issue 40: Dynamic Client Registration (RFC 7591) without an initial access token. Off: every
+   * `POST <issuer>/register` needs one a tenant admin minted (docs/security.md). A tenant may turn
+   * it on for itself (its policy), the default tenant by POLICY.
+   */
+  open_registration: z.boolean().default(false),
 });
 const policySchema = policyFields
   .strict()

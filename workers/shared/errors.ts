@@ -26,6 +26,8 @@ export type OAuthErrorCode =
   | "request_not_supported"
   | "invalid_request_object"
   | "request_uri_not_supported"
+  | "invalid_redirect_uri"
+  | "invalid_client_metadata"
   | "not_found"
   | "method_not_allowed"
   | "conflict"
@@ -65,6 +67,9 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   request_not_supported: 400,
   invalid_request_object: 400,
   request_uri_not_supported: 400,
+  // RFC 7591 §3.2.2: what dynamic client registration refuses.
+  invalid_redirect_uri: 400,
+  invalid_client_metadata: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,

@@ -39,6 +39,7 @@ const TENANT_POLICY_KEYS = [
   "access_token_signing_alg",
   "id_token_ttl_seconds",
   "refresh_token_ttl_seconds",
+  "open_registration",
 ] as const;
 type TenantPolicyKey = (typeof TENANT_POLICY_KEYS)[number];
 

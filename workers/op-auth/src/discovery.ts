@@ -17,6 +17,8 @@ export function discovery(c: Context<AppEnv>): Response {
     revocation_endpoint: `${issuer}/revoke`,
     introspection_endpoint: `${issuer}/introspect`,
     end_session_endpoint: `${issuer}/logout`,
+    // RFC 7591 / OIDC Registration (registration.ts): an initial access token unless the tenant opened it.
+    registration_endpoint: `${issuer}/register`,
     response_types_supported: ["code"],
     response_modes_supported: [...RESPONSE_MODES],
     grant_types_supported: ["authorization_code", "refresh_token", "client_credentials", DEVICE_GRANT],

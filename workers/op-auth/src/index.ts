@@ -8,8 +8,12 @@ import { discovery } from "./discovery";
 import { generateCode, restartLogin, verifyCode } from "./email-code";
 import { renderAuthError } from "./errors";
 import { logout } from "./logout";
+import { deleteRegistration, readRegistration, register, replaceRegistration } from "./registration";
 
-/** op-auth: discovery, the authorization endpoint and login page, email codes, logout, the device page. */
+/**
+ * op-auth: discovery, the authorization endpoint and login page, email codes, logout, the device page,
+ * dynamic client registration.
+ */
 export const app = createApp();
 // One error type, rendered as a redirect to the client, a page of Keyway's own, or JSON (errors.ts).
 app.onError((err, c) => renderAuthError(err, c));
@@ -23,6 +27,13 @@ app.all("/email-code/*", () => methodNotAllowed("POST"));
 app.on(["GET", "POST"], "/logout", logout);
 app.on(["GET", "POST"], "/device", devicePage);
 app.post("/device/decision", deviceDecision);
+// Dynamic Client Registration (RFC 7591) and client configuration (RFC 7592): registration.ts.
+app.post("/register", register);
+app.all("/register", () => methodNotAllowed("POST"));
+app.get("/register/:client_id", readRegistration);
+app.put("/register/:client_id", replaceRegistration);
+app.delete("/register/:client_id", deleteRegistration);
+app.all("/register/:client_id", () => methodNotAllowed("GET, PUT, DELETE"));
 app.all("/device/decision", () => methodNotAllowed("POST"));
 // CONTRACT §7: local only; a production build leaves the route and its module out (build.d.ts).
 if (typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) app.get("/__dev/mailbox/:email", devMailbox);

@@ -71,11 +71,18 @@ const clientFields = {
     .refine((u) => {
       try {
         const url = new URL(u);
-        return url.protocol === "https:" && !url.username && !url.password && !url.hash;
+        // http only on loopback (the registration endpoint's fetch refuses it in production).
+        const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
+        return (
+          (url.protocol === "https:" || (url.protocol === "http:" && loopback)) &&
+          !url.username &&
+          !url.password &&
+          !url.hash
+        );
       } catch {
         return false;
       }
-    }, "sector_identifier_uri must be an https URL without credentials or a fragment")
+    }, "sector_identifier_uri must be an https URL (http only on loopback) without credentials or a fragment")
     .nullable(),
   /**
    * Issue 40 (OIDC Registration §2): the algorithm its request objects must use; RS256 or ES256 need
@@ -171,8 +178,9 @@ export const createSchema = z
 
 export const patchSchema = z.object(clientFields).partial().strict();
 
-export function publicClient(client: Client): Omit<Client, "secret_hash"> {
-  const { secret_hash: _, ...rest } = client;
+/** A client as the admin API shows it: no secret hash, no registration access token hash. */
+export function publicClient(client: Client): Omit<Client, "secret_hash" | "registration_access_token_hash"> {
+  const { secret_hash: _, registration_access_token_hash: __, ...rest } = client;
   return rest;
 }
 
@@ -184,24 +192,41 @@ async function loadClient(c: Context<AppEnv>, id: string): Promise<Client> {
   return clientFromRow(row as never);
 }
 
-export async function createClient(c: Context<AppEnv>): Promise<Response> {
-  const input = await body(c, createSchema);
+/** What a dynamically registered client (RFC 7591, op-auth's /register) has besides its metadata. */
+export interface DynamicRegistration {
+  registration_access_token_hash: string;
+  registration_metadata: Record<string, unknown>;
+  registration_token_id: string | null;
+}
+
+/**
+ * Writes a new client, validated by `createSchema`: the admin API's registration, and op-auth's
+ * dynamic one (`dynamic`), one INSERT. Returns its id and, for the methods that prove one, its
+ * secret (only the hash is stored).
+ */
+export async function insertClient(
+  db: D1Database,
+  tenant: string,
+  input: z.output<typeof createSchema>,
+  dynamic?: DynamicRegistration,
+): Promise<{ clientId: string; secret: string | undefined; now: number }> {
   const now = Date.now();
   const clientId = `kwc_${randomToken(16)}`;
   // A secret only for the methods that prove one; a private_key_jwt client proves its key instead.
   const secret = ["none", "private_key_jwt"].includes(input.token_endpoint_auth_method)
     ? undefined
     : `kws_${randomToken(32)}`;
-  await c.env.DB.prepare(
-    `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
+  await db
+    .prepare(
+      `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
-      branding, token_claims, require_pkce, subject_type, sector_identifier_uri, request_object_signing_alg, created_at,
-      updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  )
+      branding, token_claims, require_pkce, subject_type, sector_identifier_uri, request_object_signing_alg,
+      registered_via, registration_access_token_hash, registration_metadata, registration_token_id, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    )
     .bind(
       clientId,
-      c.get("config").TENANT,
+      tenant,
       input.client_name,
       input.token_endpoint_auth_method,
       secret ? await hashClientSecret(secret) : null,
@@ -219,10 +244,20 @@ export async function createClient(c: Context<AppEnv>): Promise<Response> {
       input.subject_type,
       input.sector_identifier_uri,
       input.request_object_signing_alg,
+      dynamic ? "dynamic" : "admin",
+      dynamic?.registration_access_token_hash ?? null,
+      dynamic ? JSON.stringify(dynamic.registration_metadata) : null,
+      dynamic?.registration_token_id ?? null,
       now,
       now,
     )
     .run();
+  return { clientId, secret, now };
+}
+
+export async function createClient(c: Context<AppEnv>): Promise<Response> {
+  const input = await body(c, createSchema);
+  const { clientId, secret } = await insertClient(c.env.DB, c.get("config").TENANT, input);
   const client = publicClient(await loadClient(c, clientId));
   // The secret is shown once; only its hash is stored.
   return json(secret ? { ...client, client_secret: secret } : client, 201, { "Cache-Control": "no-store" });
@@ -241,21 +276,22 @@ export async function getClient(c: Context<AppEnv>): Promise<Response> {
   return json(publicClient(await loadClient(c, c.req.param("id") ?? "")));
 }
 
+/**
+ * What a client proves itself with (nothing, a secret, a key) is fixed at registration: switching
+ * would leave it without the credential the new method needs (the admin PATCH, RFC 7592's PUT).
+ */
+export const authProof = (m: string) => (m === "none" ? "nothing" : m === "private_key_jwt" ? "key" : "secret");
+export const PROOF_FIXED = "a client cannot switch between public, secret and key authentication; register a new one";
+
 export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   const id = c.req.param("id") ?? "";
   const patch = await body(c, patchSchema);
   const current = await loadClient(c, id);
-  // What a client proves itself with (nothing, a secret, a key) is fixed at registration: switching
-  // would leave it without the credential the new method needs.
-  const proof = (m: string) => (m === "none" ? "nothing" : m === "private_key_jwt" ? "key" : "secret");
   if (
     patch.token_endpoint_auth_method &&
-    proof(patch.token_endpoint_auth_method) !== proof(current.token_endpoint_auth_method)
+    authProof(patch.token_endpoint_auth_method) !== authProof(current.token_endpoint_auth_method)
   )
-    throw new OAuthError(
-      "invalid_request",
-      "a client cannot switch between public, secret and key authentication; register a new one",
-    );
+    throw new OAuthError("invalid_request", PROOF_FIXED);
   const next = { ...current, ...patch, updated_at: Date.now() };
   // Checked as a whole when the PATCH changes what the rules are about; a client registered under
   // older rules can still be renamed or given new CORS origins.
@@ -272,13 +308,34 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   ] as const;
   const problems = shaping.some((f) => f in patch) ? registrationProblems(next) : [];
   if (problems.length) throw new OAuthError("invalid_request", problems.join("; "));
-  await c.env.DB.prepare(
-    `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
+  await updateClient(c.env.DB, next);
+  await forgetEverywhere(c, id);
+  return json(publicClient(await loadClient(c, id)));
+}
+
+export async function deleteClient(c: Context<AppEnv>): Promise<Response> {
+  const id = c.req.param("id") ?? "";
+  const { meta } = await c.env.DB.prepare("DELETE FROM clients WHERE client_id = ? AND tenant = ?")
+    .bind(id, c.get("config").TENANT)
+    .run();
+  if (!meta.changes) throw new OAuthError("not_found", "no such client");
+  await forgetEverywhere(c, id);
+  return new Response(null, { status: 204 });
+}
+
+/**
+ * Writes a client's registration as a whole (the admin API's PATCH, RFC 7592's PUT), one UPDATE;
+ * the caller has checked it (`registrationProblems`) and keeps its authentication method's proof.
+ */
+export async function updateClient(db: D1Database, next: Client): Promise<void> {
+  await db
+    .prepare(
+      `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
       branding = ?, token_claims = ?, require_pkce = ?, subject_type = ?, sector_identifier_uri = ?,
-      request_object_signing_alg = ?, updated_at = ?
+      request_object_signing_alg = ?, registration_metadata = ?, updated_at = ?
      WHERE client_id = ? AND tenant = ?`,
-  )
+    )
     .bind(
       next.client_name,
       next.token_endpoint_auth_method,
@@ -296,23 +353,12 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
       next.subject_type,
       next.sector_identifier_uri,
       next.request_object_signing_alg,
+      next.registration_metadata ? JSON.stringify(next.registration_metadata) : null,
       next.updated_at,
-      id,
-      current.tenant,
+      next.client_id,
+      next.tenant,
     )
     .run();
-  await forgetEverywhere(c, id);
-  return json(publicClient(await loadClient(c, id)));
-}
-
-export async function deleteClient(c: Context<AppEnv>): Promise<Response> {
-  const id = c.req.param("id") ?? "";
-  const { meta } = await c.env.DB.prepare("DELETE FROM clients WHERE client_id = ? AND tenant = ?")
-    .bind(id, c.get("config").TENANT)
-    .run();
-  if (!meta.changes) throw new OAuthError("not_found", "no such client");
-  await forgetEverywhere(c, id);
-  return new Response(null, { status: 204 });
 }
 
 /**

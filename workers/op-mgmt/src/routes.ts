@@ -42,6 +42,12 @@ import {
 } from "./entities/model";
 import { listKeys, rotateKeys } from "./keys";
 import { openApiDocument } from "./openapi";
+import {
+  createRegistrationToken,
+  listRegistrationTokens,
+  registrationTokenInput,
+  revokeRegistrationToken,
+} from "./registration-tokens";
 import { appendGeneration, appendInput, listShards, planInput, planShardCounts } from "./shards";
 import { stats } from "./stats";
 import {
@@ -276,6 +282,33 @@ export const ADMIN_ROUTES: readonly AdminRoute[] = [
     path: "/admin/v1/clients/:id",
     summary: "Delete a client",
     handler: deleteClient,
+    status: 204,
+    scope: "tenant",
+  },
+  // ---- Dynamic Client Registration's initial access tokens (issue 40, RFC 7591 §3).
+  {
+    method: "post",
+    path: "/admin/v1/registration-tokens",
+    summary:
+      "Mint an initial access token for `<issuer>/register`, shown once: single-use unless multi_use, a week unless expires_in",
+    handler: createRegistrationToken,
+    body: registrationTokenInput,
+    status: 201,
+    scope: "tenant",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/registration-tokens",
+    summary: "List initial access tokens, newest first (never the tokens): uses, expiry, status",
+    handler: listRegistrationTokens,
+    query: ["limit"],
+    scope: "tenant",
+  },
+  {
+    method: "delete",
+    path: "/admin/v1/registration-tokens/:id",
+    summary: "Revoke an initial access token (clients it registered stay)",
+    handler: revokeRegistrationToken,
     status: 204,
     scope: "tenant",
   },

@@ -246,7 +246,14 @@ export async function purgeTenantData(env: Env, config: Config, id: string): Pro
     env.DB.prepare("DELETE FROM entity_types WHERE tenant = ?").bind(id),
     env.DB.prepare("DELETE FROM import_jobs WHERE tenant = ?").bind(id),
   ]);
-  for (const table of ["webhook_endpoints", "users", "clients", "signing_keys", "admin_keys"] as const) {
+  for (const table of [
+    "webhook_endpoints",
+    "users",
+    "clients",
+    "signing_keys",
+    "admin_keys",
+    "registration_tokens",
+  ] as const) {
     const key = table === "clients" ? "client_id" : table === "signing_keys" ? "kid" : "id";
     for (;;) {
       const { meta } = await env.DB.prepare(

@@ -65,6 +65,13 @@ export function webhookEventsOf(e: AuditEvent): WebhookEvent[] {
       return [{ type: "refresh_token.reuse_detected", data: { ...who, sid: d.sid ?? null } }];
     case "device_decision":
       return [{ type: d.approved === true ? "device.approved" : "device.denied", data: who }];
+    case "client_registration": {
+      // Issue 40: the same events as the admin API's client changes, by dynamic registration.
+      const type = { created: "client.created", updated: "client.updated", deleted: "client.deleted" }[
+        String(d.action)
+      ] as WebhookEventType | undefined;
+      return type ? [{ type, data: { id: e.client_id, via: "dynamic_registration" } }] : [];
+    }
     case "key_rotation":
       return [{ type: "key.rotated", data: { trigger: d.trigger ?? null } }];
     case "admin_change": {
