@@ -297,12 +297,12 @@ export const verifyCode = loginPost("verify", async (c, post) => {
         challenges.restoreCode({ emailKey, txHash: post.tx.hash, codeMac, spent: result.spent, now: Date.now() }),
       ).catch((err: unknown) => log("warn", "verify: a spent code could not be put back", { error: errorField(err) })),
     );
-  // A failure of ours after the spend (D1 overloaded: a 503) puts it back too, so the retry works.
   if (signal.aborted) restore();
   else signal.addEventListener("abort", restore, { once: true });
   try {
     return await answerVerified(c, post, { email, emailKey, result, challenges, now });
   } catch (err) {
+    // A failure of ours after the spend (D1 overloaded: a 503) puts it back too, so the retry works.
     if (!(err instanceof OAuthError) || err.status >= 500) restore();
     throw err;
   } finally {
