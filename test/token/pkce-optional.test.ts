@@ -4,7 +4,7 @@ import {
   Browser,
   basicAuth,
   call,
-  latestCode,
+  loginForCode,
   pkce,
   registerClient,
   type TestClient,
@@ -19,28 +19,10 @@ import {
  * so a challenge cannot be stripped from a request that had one (PKCE downgrade, RFC 9700 §2.1.1).
  */
 
-/** A code for `client` from an authorization request with the given PKCE parameters (none when omitted). */
-async function codeFor(client: TestClient, pkceParams: Record<string, string> = {}) {
-  const browser = new Browser();
-  const query = new URLSearchParams({
-    response_type: "code",
-    client_id: client.client_id,
-    redirect_uri: client.redirect_uris[0] as string,
-    scope: "openid email",
-    state: "s-1",
-    nonce: "n-1",
-    ...pkceParams,
-  });
-  const start = await browser.fetch(`/authorize?${query}`, { headers: { Accept: "application/json" } });
-  expect(start.status, await start.clone().text()).toBe(200);
-  const { tx } = (await start.json()) as { tx: string };
-  const email = uniqueEmail("pkce");
-  expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
-  const verified = await browser.postJson("/email-code/verify", { tx, email, code: await latestCode(email) });
-  expect(verified.status).toBe(200);
-  const back = await browser.fetch(((await verified.json()) as { redirect_to: string }).redirect_to);
-  expect(back.status).toBe(302);
-  return new URL(back.headers.get("location") as string).searchParams.get("code") as string;
+/** A code for `client` from an authorization request without PKCE (the harness's request, its PKCE left out). */
+async function codeWithoutPkce(client: TestClient): Promise<string> {
+  const extra = { scope: "openid email", code_challenge: null, code_challenge_method: null };
+  return (await loginForCode(client, uniqueEmail("pkce"), { extra })).code;
 }
 
 function redeemWith(client: TestClient, code: string, extra: Record<string, string> = {}) {
@@ -60,13 +42,13 @@ describe("PKCE for confidential clients (issue 40)", () => {
   it("a confidential client registered without PKCE signs in with none, and its code refuses a verifier", async () => {
     const client = await registerClient({ require_pkce: false });
     expect(client).toMatchObject({ require_pkce: false });
-    const tokens = await redeemWith(client, await codeFor(client));
+    const tokens = await redeemWith(client, await codeWithoutPkce(client));
     expect(tokens.status, await tokens.clone().text()).toBe(200);
     const { id_token } = (await tokens.json()) as { id_token: string };
-    expect((await verifyJwt(id_token)).payload.nonce).toBe("n-1");
+    expect((await verifyJwt(id_token)).payload.nonce).toBe("n-456");
 
     // A verifier for a code issued without a challenge: refused (and the code spent), no downgrade.
-    const code = await codeFor(client);
+    const code = await codeWithoutPkce(client);
     const refused = await redeemWith(client, code, { code_verifier: (await pkce()).verifier });
     expect(refused.status).toBe(400);
     expect(await refused.json()).toMatchObject({ error: "invalid_grant" });
@@ -75,8 +57,7 @@ describe("PKCE for confidential clients (issue 40)", () => {
 
   it("such a client that sends PKCE anyway must prove it at the token endpoint", async () => {
     const client = await registerClient({ require_pkce: false });
-    const { verifier, challenge } = await pkce();
-    const code = await codeFor(client, { code_challenge: challenge, code_challenge_method: "S256" });
+    const { code, verifier } = await loginForCode(client, uniqueEmail("pkce"), { extra: { scope: "openid email" } });
     const missing = await redeemWith(client, code);
     expect(missing.status).toBe(400);
     expect(await missing.json()).toMatchObject({ error: "invalid_grant" });
