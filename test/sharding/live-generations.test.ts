@@ -1,5 +1,12 @@
-import { env, runInDurableObject } from "cloudflare:test";
+import {
+  createExecutionContext,
+  createScheduledController,
+  env,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import mgmt from "../../workers/op-mgmt/src/index";
 import { loadConfig } from "../../workers/shared/config";
 import { forgetLiveGenerations, withLiveShards } from "../../workers/shared/live-shards";
 import { allShards, DRAIN_MS, parseId } from "../../workers/shared/router";
@@ -87,19 +94,20 @@ describe("shard generations appended live (issue 13)", () => {
     expect((await admin("/shards", { method: "PUT", json: { store: "code", shards: 2 } })).status).toBe(404);
   });
 
-  it("appends no generation past the last one an id can name (issue 27 item 13, in part)", async () => {
-    // As if 1,295 generations had been appended: the row alone (a gap, so nothing routes by it).
+  it("keeps fewer generations live than an id can tell apart (issue 38 item 14)", async () => {
+    // Generation 1,295 began an hour ago: generation 0 is not drained, so 1,296 generations are live.
     const past = Date.now() - 3_600_000;
     await env.DB.prepare(
       "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES ('code', 1295, 2, ?, ?)",
     )
       .bind(past, past)
       .run();
+    forgetLiveGenerations();
     try {
       const res = await admin("/shards", { method: "POST", json: { store: "code", shards: 2 } });
       expect(res.status).toBe(409);
       expect(((await res.json()) as { error_description: string }).error_description).toContain(
-        "the most an id can name",
+        "the most ids can tell apart",
       );
       const { results } = await env.DB.prepare(
         "SELECT gen FROM shard_generations WHERE store = 'code' AND gen > 1295",
@@ -107,6 +115,94 @@ describe("shard generations appended live (issue 13)", () => {
       expect(results).toEqual([]);
     } finally {
       await env.DB.prepare("DELETE FROM shard_generations WHERE store = 'code' AND gen = 1295").run();
+      forgetLiveGenerations();
+    }
+  });
+
+  it("numbers generations past 1,295 once the old ones are drained: ids name them modulo 1,296 and still route (issue 38 item 14)", async () => {
+    const at = pinClock();
+    const client = await registerClient();
+    // As if 1,296 generations had come and gone: only the newest row is left, begun past the drain horizon.
+    const began = Date.now() - DRAIN_MS.code - 60_000;
+    await env.DB.prepare(
+      "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES ('code', 1296, 3, ?, ?)",
+    )
+      .bind(began, began)
+      .run();
+    forgetLiveGenerations();
+    try {
+      const config = await withLiveShards(env, loadConfig(env));
+      const { code, verifier } = await loginForCode(client, uniqueEmail("wrap"));
+      // The id names generation 0 (1,296 modulo 1,296), which is drained: it routes to 1,296.
+      expect(genOf(code)).toBe(0);
+      expect(parseId(config, "code", code.split(".")[0])?.ref.gen).toBe(1296);
+      expect(allShards(config, "code").map((r) => r.gen)).toEqual([1296, 1296, 1296]);
+      const redeemed = await redeem(client, code, verifier);
+      expect(redeemed.status, await redeemed.clone().text()).toBe(200);
+      // And the next generation is appended after it.
+      at(1_000);
+      const res = await admin("/shards", { method: "POST", json: { store: "code", shards: 4 } });
+      expect(res.status, await res.clone().text()).toBe(201);
+      expect(((await res.json()) as { generation: number }).generation).toBe(1297);
+    } finally {
+      await env.DB.prepare("DELETE FROM shard_generations WHERE store = 'code'").run();
+      forgetLiveGenerations();
+    }
+  });
+
+  it("deletes the rows of drained generations in the hourly cron, and the generations after them keep routing (issue 38 item 14)", async () => {
+    const now = Date.now();
+    const at = pinClock(now);
+    const client = await registerClient();
+    const insert = env.DB.prepare(
+      "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES ('code', ?, ?, ?, ?)",
+    );
+    // Generation 1 gave way to 2 ten days ago, and 3 is issued into ten minutes from now: 0 and 1 are
+    // drained, 2 is current, 3 pending.
+    const days = (n: number) => now - n * 86_400_000;
+    await env.DB.batch([
+      insert.bind(1, 2, days(20), days(20)),
+      insert.bind(2, 5, days(10), days(10)),
+      insert.bind(3, 6, now + 600_000, now),
+    ]);
+    forgetLiveGenerations();
+    try {
+      // A code of generation 2, redeemed after the cron.
+      const old = await loginForCode(client, uniqueEmail("retire-before"));
+      expect(genOf(old.code)).toBe(2);
+
+      const ctx = createExecutionContext();
+      await mgmt.scheduled(createScheduledController({ scheduledTime: now, cron: "17 * * * *" }), env as never, ctx);
+      await waitOnExecutionContext(ctx);
+      const { results } = await env.DB.prepare(
+        "SELECT gen FROM shard_generations WHERE store = 'code' ORDER BY gen",
+      ).all<{ gen: number }>();
+      expect(results.map((r) => r.gen)).toEqual([2, 3]);
+
+      // Read anew: SHARDS' generation 0, a hole where 1 was, then 2 and 3.
+      forgetLiveGenerations();
+      const listed = (await (await admin("/shards")).json()) as {
+        stores: Record<string, { generation: number; first_live_generation: number; generations: number[] }>;
+      };
+      expect(listed.stores.code).toMatchObject({ generation: 2, first_live_generation: 2, generations: [5, 6] });
+      const config = await withLiveShards(env, loadConfig(env));
+      expect(new Set(allShards(config, "code").map((r) => r.gen))).toEqual(new Set([2, 3]));
+      const redeemed = await redeem(client, old.code, old.verifier);
+      expect(redeemed.status, await redeemed.clone().text()).toBe(200);
+      // From its issue_from, new codes go to generation 3, past the hole.
+      at(601_000);
+      const fresh = await loginForCode(client, uniqueEmail("retire-after"));
+      expect(genOf(fresh.code)).toBe(3);
+      const redeemedFresh = await redeem(client, fresh.code, fresh.verifier);
+      expect(redeemedFresh.status, await redeemedFresh.clone().text()).toBe(200);
+      // A second run finds nothing more to retire.
+      const again = createExecutionContext();
+      await mgmt.scheduled(createScheduledController({ scheduledTime: now, cron: "17 * * * *" }), env as never, again);
+      await waitOnExecutionContext(again);
+      const { results: kept } = await env.DB.prepare("SELECT gen FROM shard_generations WHERE store = 'code'").all();
+      expect(kept).toHaveLength(2);
+    } finally {
+      await env.DB.prepare("DELETE FROM shard_generations WHERE store = 'code'").run();
       forgetLiveGenerations();
     }
   });

@@ -2,7 +2,7 @@ import { type Config, LIVE_STORES, type LiveStoreName } from "./config";
 import type { Env } from "./env";
 import { unavailable } from "./errors";
 import { errorField, log } from "./log";
-import { withGenerations } from "./router";
+import { firstLiveGeneration, withGenerations } from "./router";
 
 /**
  * Shard generations appended live (issue 13): rows of D1 `shard_generations`, after the generations
@@ -46,11 +46,13 @@ export async function withLiveShards(env: Env, config: Config): Promise<Config> 
   const hit = merged.get(config);
   if (hit && hit.rows === rows) return hit.config;
   // A row continues its store's generations; one SHARDS already lists (the operator folded it into
-  // the config) or one that leaves a gap is ignored.
+  // the config) is ignored. The first row may leave a gap after SHARDS' list: the generations in it
+  // were drained and their rows deleted (retireDrainedGenerations). Any later gap ends the list.
   const next = { ...Object.fromEntries(LIVE_STORES.map((s) => [s, config.SHARDS[s].length])) } as Record<
     LiveStoreName,
     number
   >;
+  const seen = new Set<LiveStoreName>();
   const extra: LiveGeneration[] = [];
   for (const row of rows) {
     const listed = config.SHARDS[row.store][row.gen];
@@ -61,7 +63,9 @@ export async function withLiveShards(env: Env, config: Config): Promise<Config> 
         shards: listed,
         live: row.shards,
       });
-    if (row.gen !== next[row.store]) continue;
+    if (row.gen < next[row.store] || (seen.has(row.store) && row.gen !== next[row.store])) continue;
+    seen.add(row.store);
+    next[row.store] = row.gen;
     extra.push(row);
     next[row.store]++;
   }
@@ -73,4 +77,25 @@ export async function withLiveShards(env: Env, config: Config): Promise<Config> 
 /** Forgets the cached generations, so the next request reads D1 (after an append in this isolate). */
 export function forgetLiveGenerations(): void {
   cache = null;
+}
+
+/**
+ * Deletes the rows of live generations that are drained (router.ts firstLiveGeneration), so a store's
+ * list stops growing however often its count changes (issue 38 item 14). Only a prefix of each store's
+ * rows goes: the generation ids are routed to now, and every one after it, keep theirs. An isolate
+ * that still holds the deleted rows routes nothing new by them: their ids are refused as drained.
+ * Returns how many rows went.
+ */
+export async function retireDrainedGenerations(env: Env, config: Config, now: number): Promise<number> {
+  const live = await withLiveShards(env, config);
+  const deletes = LIVE_STORES.map((store) =>
+    env.DB.prepare("DELETE FROM shard_generations WHERE store = ? AND gen < ?").bind(
+      store,
+      firstLiveGeneration(live.SHARDS, store, now),
+    ),
+  );
+  const results = await env.DB.batch(deletes);
+  const deleted = results.reduce((n, r) => n + (r.meta.changes ?? 0), 0);
+  if (deleted) forgetLiveGenerations();
+  return deleted;
 }

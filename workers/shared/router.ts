@@ -94,7 +94,10 @@ export function fnv1a(input: string): number {
  */
 export function currentGeneration(shards: ShardConfig, store: ShardedStore, now = Date.now()): number {
   const from = shards.issueFrom?.[store] ?? [];
-  for (let gen = shards[store].length - 1; gen > 0; gen--) if ((from[gen] ?? 0) <= now) return gen;
+  const counts = shards[store];
+  // A hole is a retired generation whose row was deleted (retireDrainedGenerations): never current.
+  for (let gen = counts.length - 1; gen > 0; gen--)
+    if (counts[gen] !== undefined && (from[gen] ?? 0) <= now) return gen;
   return 0;
 }
 
@@ -155,7 +158,8 @@ export function recentEarlierShards(
 ): string[] {
   const from = shardsIn(routing.SHARDS, ref.place.region).issueFrom[ref.store] ?? [];
   const out: string[] = [];
-  for (let gen = ref.gen - 1; gen >= 0; gen--) {
+  const first = firstLiveGeneration(shardsIn(routing.SHARDS, ref.place.region), ref.store, now);
+  for (let gen = ref.gen - 1; gen >= first; gen--) {
     // Generation `gen` was current until generation `gen + 1` began.
     const began = from[gen + 1] ?? 0;
     if (began > 0 && began <= now - windowMs) break;
@@ -220,6 +224,21 @@ const UNPLACED_ID_RE = /^([a-z]+)_()()([0-9a-z]{1,2})_([0-9a-z]{1,3})_([A-Za-z0-
 /** base64url of 16 bytes. */
 const HALF = 22;
 
+/**
+ * How many generations an id can tell apart: it names its generation in two base-36 digits, the
+ * generation's number modulo this. Generation numbers themselves never wrap (object names and
+ * `shard_generations` rows carry the whole number), so an id is routed to the newest generation of its
+ * store whose number has its digits, and the admin API keeps fewer than this many generations live
+ * at once (issue 38 item 14): a drained generation is retired, so the count can grow for ever.
+ */
+export const ID_GENERATIONS = 36 * 36;
+
+/** The whole number of the generation an id names by `named` (its number modulo ID_GENERATIONS). */
+function generationNamed(counts: readonly number[], named: number): number {
+  const last = counts.length - 1;
+  return last - ((((last - named) % ID_GENERATIONS) + ID_GENERATIONS) % ID_GENERATIONS);
+}
+
 /** What issuing and parsing ids needs: the shard counts and the secret the MAC is keyed with. */
 export type IdCodec = Pick<Config, "SHARDS" | "REGIONS" | "OTP_HMAC_SECRET"> & {
   POLICY?: Pick<Config["POLICY"], "legacy_ids_until">;
@@ -281,7 +300,7 @@ export function issueId(
   if (!/^[A-Za-z0-9_-]{22}$/.test(random)) throw new Error("an id seed is 22 base64url characters or more");
   const ref = "onto" in where ? where.onto : routeKey(codec, ID_STORE[kind], random, where.region);
   if (ref.store !== ID_STORE[kind]) throw new Error(`cannot place a ${kind} id in the ${ref.store} store`);
-  const body = `${ID_PREFIX[kind]}_${tenantPart(codec)}${ref.place.region}_${ref.gen.toString(36)}_${ref.shard.toString(36)}_${random}`;
+  const body = `${ID_PREFIX[kind]}_${tenantPart(codec)}${ref.place.region}_${(ref.gen % ID_GENERATIONS).toString(36)}_${ref.shard.toString(36)}_${random}`;
   const id = `${body}${idMac(codec, body)}`;
   rememberMac(codec, id);
   return { id, ref };
@@ -303,12 +322,13 @@ export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId 
   if ((m[2] ? `${m[2]}~` : "") !== tenantPart(codec)) return null;
   const store = ID_STORE[kind];
   const region = m[3] || GLOBAL_REGION;
-  const gen = Number.parseInt(m[4] as string, 36);
   const shard = Number.parseInt(m[5] as string, 36);
   const place = placementOf(codec.REGIONS, region);
   const shards = place ? shardsIn(codec.SHARDS, region) : undefined;
-  const count = shards?.[store][gen];
-  if (!place || !shards || count === undefined || shard >= count) return null;
+  if (!place || !shards) return null;
+  const gen = generationNamed(shards[store], Number.parseInt(m[4] as string, 36));
+  const count = shards[store][gen];
+  if (count === undefined || shard >= count) return null;
   // A drained generation's ids have all expired: refused before any storage call.
   if (gen < firstLiveGeneration(shards, store)) return null;
   const secret = m[6] as string;
@@ -417,19 +437,20 @@ export function shardsIn(shards: ShardConfig, region: string): ShardConfig {
 }
 
 /**
- * SHARDS with generations appended (live ones, from D1): counts and issue times after each store's
- * own. The result is a ShardConfig like the parsed one.
+ * SHARDS with generations appended (live ones, from D1): counts and issue times at their generation's
+ * number, after each store's own. Generations between SHARDS' last and the first row were retired and
+ * their rows deleted: they stay holes, routed by nothing. The result is a ShardConfig like the parsed one.
  */
 export function withGenerations(
   base: ShardConfig,
-  extra: { store: LiveStoreName; shards: number; issue_from: number }[],
+  extra: { store: LiveStoreName; gen: number; shards: number; issue_from: number }[],
 ): ShardConfig {
   const names = Object.keys(base) as ShardedName[];
   const counts = Object.fromEntries(names.map((n) => [n, [...base[n]]])) as Record<string, number[]>;
   const from = Object.fromEntries(names.map((n) => [n, [...base.issueFrom[n]]])) as Record<string, number[]>;
   for (const g of extra) {
-    (counts[g.store] as number[]).push(g.shards);
-    (from[g.store] as number[]).push(g.issue_from);
+    (counts[g.store] as number[])[g.gen] = g.shards;
+    (from[g.store] as number[])[g.gen] = g.issue_from;
   }
   const lists = Object.fromEntries(
     names.map((n) => [n, { counts: counts[n] as number[], from: from[n] as number[] }]),

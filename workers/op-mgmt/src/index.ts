@@ -2,6 +2,7 @@ import { createApp } from "../../shared/app";
 import { loadConfig } from "../../shared/config";
 import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
+import { retireDrainedGenerations } from "../../shared/live-shards";
 import { log } from "../../shared/log";
 import { auditAdminChanges } from "./audit";
 import { markInterruptedImports } from "./entities/imports";
@@ -36,7 +37,8 @@ export default {
   /**
    * The crons (op-mgmt's wrangler.toml): every 5 minutes the shard controller (when enabled) and the
    * tenant purges a crash cut short, and import jobs whose Worker died marked `interrupted` (issue 38);
-   * hourly, key rotation when due and audit retention as well.
+   * hourly, key rotation when due, audit retention, and the rows of drained shard generations deleted
+   * (issue 38 item 14) as well.
    */
   async scheduled(controller, env, ctx) {
     const config = loadConfig(env);
@@ -57,6 +59,9 @@ export default {
         scheduledRotation(env, config, now),
         sweepAuditEvents(env, config, now).then((swept) => {
           if (swept.deleted || swept.months_dropped.length) log("info", "audit retention", swept);
+        }),
+        retireDrainedGenerations(env, config, now).then((retired) => {
+          if (retired) log("info", "drained shard generations retired", { rows: retired });
         }),
       );
     ctx.waitUntil(Promise.all(work));

@@ -13,7 +13,14 @@ import type { Env } from "../../shared/env";
 import { OAuthError } from "../../shared/errors";
 import { json } from "../../shared/http";
 import { forgetLiveGenerations } from "../../shared/live-shards";
-import { allShards, currentGeneration, firstLiveGeneration, placementOf, shardsIn } from "../../shared/router";
+import {
+  allShards,
+  currentGeneration,
+  firstLiveGeneration,
+  ID_GENERATIONS,
+  placementOf,
+  shardsIn,
+} from "../../shared/router";
 import { MAX_SHARDS, planEntityShards, planFromRates, planShards } from "../../shared/shard-plan";
 import { shard } from "../../shared/stores";
 import { body } from "./validation";
@@ -40,16 +47,21 @@ export function listShards(c: Context<AppEnv>): Response {
     Object.fromEntries(
       LIVE_STORES.map((store) => {
         const generation = currentGeneration(shards, store, now);
-        const from = shards.issueFrom[store];
+        const first = firstLiveGeneration(shards, store, now);
+        // Only the live generations, from `first_live_generation` on: the drained ones before it are
+        // retired, routed no more (router.ts DRAIN_MS), and their rows deleted by the cron.
+        const live = Array.from({ length: shards[store].length - first }, (_, i) => first + i);
         return [
           store,
           {
             generation,
             shards: shards[store][generation],
-            generations: shards[store],
-            issue_from: from.map((t) => (t ? new Date(t).toISOString() : null)),
-            // Generations before this one are drained: retired, routed no more (router.ts DRAIN_MS).
-            first_live_generation: firstLiveGeneration(shards, store, now),
+            first_live_generation: first,
+            generations: live.map((g) => shards[store][g] ?? null),
+            issue_from: live.map((g) => {
+              const t = shards.issueFrom[store][g];
+              return t ? new Date(t).toISOString() : null;
+            }),
           },
         ];
       }),
@@ -170,9 +182,6 @@ async function measuredRates(
   return out;
 }
 
-/** The last generation an id can name: two base-36 digits (router.ts ID_RE). */
-export const MAX_GENERATION = 36 * 36 - 1;
-
 export const appendInput = z
   .object({ store: z.enum(LIVE_STORES), shards: z.number().int().min(1).max(MAX_SHARDS) })
   .strict();
@@ -223,12 +232,15 @@ export async function appendShardGeneration(
       `a generation of ${store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
     );
   const generation = Math.max(config.SHARDS[store].length, (last?.gen ?? -1) + 1);
-  // An id holds its generation in two base-36 digits (router.ts): a later one would issue ids that
-  // every Worker refuses (issue 27 item 13, in part).
-  if (generation > MAX_GENERATION)
+  // An id names its generation modulo ID_GENERATIONS (router.ts): generations live at once must stay
+  // fewer, or a new id would name an older live generation too. Drained ones do not count (issue 38
+  // item 14); `config` has the live generations, as every admin route's does.
+  const firstLive = firstLiveGeneration(config.SHARDS, store, now);
+  if (generation - firstLive >= ID_GENERATIONS)
     throw new OAuthError(
       "conflict",
-      `${store} has ${MAX_GENERATION + 1} generations, the most an id can name; no generation can be appended`,
+      `${store} has ${generation - firstLive} live generations, the most ids can tell apart; ` +
+        "append once the oldest is drained (GET /admin/v1/shards: first_live_generation)",
     );
   const issueFrom = now + (config.POLICY.shard_config_cache_seconds + 60) * 1000;
   const { meta } = await env.DB.prepare(
