@@ -247,7 +247,7 @@ describe("signed request objects (OIDC Core §6.1, RFC 9101)", () => {
     }
   });
 
-  it("needs response_type, client_id and scope with openid in the query (OIDC Core §6.1); request_uri stays unsupported", async () => {
+  it("needs response_type, client_id and scope with openid in the query (OIDC Core §6.1); an unregistered request_uri is refused", async () => {
     const { client, key } = await keyClient();
     const { challenge } = await pkce();
     const request = await sign(key, objectClaims(client, challenge));
