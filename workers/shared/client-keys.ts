@@ -23,6 +23,10 @@ export const KID_MISS_REFETCH_MS = 30_000;
 export const FAILURE_HOLD_MS = 10_000;
 /** How many keys a fetched set may hold (the admin API takes 10 by value). */
 const MAX_KEYS = 20;
+/** How many clients' sets an isolate keeps (each a few KB). */
+const MAX_CACHED_SETS = 500;
+/** The JWK members (RFC 7517 §4, RFC 7518 §6) a kept key needs to verify a signature. */
+const KEPT_MEMBERS = ["kty", "kid", "alg", "use", "key_ops", "n", "e", "crv", "x", "y"];
 
 /** The client's keys could not be had: no keys registered, or its jwks_uri failed. */
 export class ClientKeysUnavailable extends Error {
@@ -88,7 +92,10 @@ async function fetchKeys(config: Config, uri: string): Promise<CachedKeys> {
   )
     return failed(`jwks_uri: the document is not a JWK Set (RFC 7517 §5) of at most ${MAX_KEYS} keys`);
   // A private member in a published set is the client's mistake; the key is not used (RFC 7517 §9.1).
-  const publicKeys = keys.filter((k) => !["d", "p", "q", "dp", "dq", "qi", "k"].some((m) => m in k));
+  // What is kept of the others is what verifying needs, so a kept set is a few KB whatever was served.
+  const publicKeys = keys
+    .filter((k) => !["d", "p", "q", "dp", "dq", "qi", "k"].some((m) => m in k))
+    .map((k) => Object.fromEntries(KEPT_MEMBERS.filter((m) => m in k).map((m) => [m, k[m]])));
   return { keys: { keys: publicKeys }, problem: null, fetchedAt: now, until: now + JWKS_TTL_MS };
 }
 
@@ -103,7 +110,7 @@ async function keysAt(config: Config, client: Client, uri: string, refetch: bool
     inflight.set(key, pending);
   }
   const fetched = await pending;
-  if (cache.size > 1_000) cache.clear();
+  if (cache.size > MAX_CACHED_SETS) cache.clear();
   cache.set(key, fetched);
   return fetched;
 }
