@@ -20,12 +20,14 @@ const JWT_CLAIMS = new Set(["iss", "aud", "exp", "nbf", "iat", "jti", "sub"]);
  * proven to be the client's. Returns the parameters unchanged without a `request`, or before the
  * client is known (validateAuthorizeRequest refuses that on Keyway's page).
  *
- * - Signed (RS256 or ES256), it must verify with a key of the client's registered `jwks` and carry
- *   `iss` = client_id and `aud` = the issuer identifier (RFC 9101 §4 and §10.2: without them, a JWT
- *   the client signed for something else could pass for a request).
- * - Unsigned (`alg: none`) only from a client registered with `request_object_signing_alg: "none"`;
- *   its `iss` and `aud`, when present, are checked the same way. A client registered with RS256 or
- *   ES256 must use that algorithm.
+ * - Signed (RS256 or ES256), it must verify with a key of the client's registered `jwks` or of the
+ *   set at its `jwks_uri` (client-keys.ts) and carry `iss` = client_id and `aud` = the issuer
+ *   identifier (RFC 9101 §4 and §10.2: without them, a JWT the client signed for something else
+ *   could pass for a request).
+ * - Unsigned (`alg: none`) only from a client registered with `request_object_signing_alg: "none"`,
+ *   or, `byReference` (fetched from a request_uri the client registered: request-uri.ts), from one
+ *   that registered no algorithm; its `iss` and `aud`, when present, are checked the same way. A
+ *   client registered with RS256 or ES256 must use that algorithm.
  * - `exp` and `nbf`, when present, must hold now. Its `client_id` and `response_type`, when present,
  *   must be the query's (OIDC Core §6.1), which must carry both and a `scope` with `openid`.
  *
