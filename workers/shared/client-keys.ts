@@ -53,12 +53,6 @@ const inflight = new Map<string, Promise<CachedKeys>>();
 
 const cacheKey = (config: Config, client: Client, uri: string) => `${config.TENANT}\n${client.client_id}\n${uri}`;
 
-/** Forgets every kept set (tests). */
-export function forgetClientKeys(): void {
-  cache.clear();
-  missRefetchAt.clear();
-}
-
 async function fetchKeys(config: Config, uri: string): Promise<CachedKeys> {
   const now = Date.now();
   const failed = (problem: string): CachedKeys => ({
