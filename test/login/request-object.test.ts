@@ -247,7 +247,7 @@ describe("signed request objects (OIDC Core §6.1, RFC 9101)", () => {
     }
   });
 
-  it("needs response_type, client_id and scope with openid in the query (OIDC Core §6.1); request_uri stays unsupported", async () => {
+  it("needs response_type, client_id and scope with openid in the query (OIDC Core §6.1); an unregistered request_uri is refused", async () => {
     const { client, key } = await keyClient();
     const { challenge } = await pkce();
     const request = await sign(key, objectClaims(client, challenge));
@@ -276,7 +276,8 @@ describe("signed request objects (OIDC Core §6.1, RFC 9101)", () => {
     expectRedirectError(
       await call(`/authorize?${query(client, request, { request: null, request_uri: "https://rp.example.com/ro" })}`),
       uri,
-      "request_uri_not_supported",
+      // Not registered for the client (request-uri.test.ts has request_uri itself).
+      "invalid_request_uri",
       "query-state",
     );
   });
@@ -389,10 +390,11 @@ describe("request_object_signing_alg in the admin API and discovery", () => {
     expect(client.request_object_signing_alg).toBe("RS256");
   });
 
-  it("says request objects are supported, with the algorithms accepted, and request_uri not", async () => {
+  it("says request objects are supported, with the algorithms accepted, and request_uri with registration", async () => {
     const doc = (await (await call("/.well-known/openid-configuration")).json()) as Record<string, unknown>;
     expect(doc.request_parameter_supported).toBe(true);
     expect(doc.request_object_signing_alg_values_supported).toEqual(["RS256", "ES256", "none"]);
-    expect(doc.request_uri_parameter_supported).toBe(false);
+    expect(doc.request_uri_parameter_supported).toBe(true);
+    expect(doc.require_request_uri_registration).toBe(true);
   });
 });

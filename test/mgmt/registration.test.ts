@@ -328,7 +328,7 @@ describe("a registered client", () => {
     );
   });
 
-  it("a private_key_jwt client registers its keys by value (jwks), and gets no secret", async () => {
+  it("a private_key_jwt client registers its keys by value (jwks) or by reference, never both, and gets no secret", async () => {
     const { publicKey } = (await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, [
       "sign",
       "verify",
@@ -341,10 +341,15 @@ describe("a registered client", () => {
     expect(client.client_secret).toBeUndefined();
     expect((client.jwks as { keys: unknown[] }).keys).toHaveLength(1);
     const { token } = await mintToken();
+    // RFC 7591 §2: jwks and jwks_uri MUST NOT both be present (jwks-uri.test.ts has jwks_uri alone).
     await expectError(
       await registerAt(
         "",
-        metadata({ token_endpoint_auth_method: "private_key_jwt", jwks_uri: "https://keys.example.com/jwks" }),
+        metadata({
+          token_endpoint_auth_method: "private_key_jwt",
+          jwks: client.jwks,
+          jwks_uri: "https://keys.example.com/jwks",
+        }),
         token,
       ),
       400,
@@ -389,7 +394,7 @@ describe("invalid metadata is 400 with RFC 7591's codes, never a 500", () => {
     ],
     ["an unknown subject_type", { subject_type: "opaque" }, "invalid_client_metadata"],
     ["encrypted request objects", { request_object_encryption_alg: "RSA-OAEP" }, "invalid_client_metadata"],
-    ["jwks_uri", { jwks_uri: "https://app.example.com/jwks" }, "invalid_client_metadata"],
+    ["jwks_uri without private_key_jwt", { jwks_uri: "https://app.example.com/jwks" }, "invalid_client_metadata"],
     ["jwks without private_key_jwt", { jwks: { keys: [] } }, "invalid_client_metadata"],
     ["encrypted ID tokens", { id_token_encrypted_response_alg: "RSA-OAEP" }, "invalid_client_metadata"],
     ["signed userinfo", { userinfo_signed_response_alg: "RS256" }, "invalid_client_metadata"],

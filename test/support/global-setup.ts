@@ -199,13 +199,22 @@ async function handleHook(req: IncomingMessage, res: ServerResponse, url: URL): 
 }
 
 /**
- * Documents a test publishes for a Worker to fetch (issue 40: a sector identifier document):
- * `PUT /documents/<name>` stores the body and its Content-Type, `GET /documents/<name>` serves it
- * (404 before). A name starting `redirect-` answers 302 to its plain counterpart.
+ * Documents a test publishes for a Worker to fetch (issue 40: a sector identifier document, a
+ * client's JWK Set at its jwks_uri, a request object at a request_uri): `PUT /documents/<name>`
+ * stores the body and its Content-Type (a later PUT replaces it: a client rotating its keys),
+ * `GET /documents/<name>` serves it (404 before). A name starting `redirect-` answers 302 to its
+ * plain counterpart. `GET /document-fetches/<name>` answers `{"fetches": n}`: how many GETs the
+ * document had, so a test can tell a cached copy from a fetch.
  */
 const documents = new Map<string, { type: string; body: Buffer }>();
+const documentFetches = new Map<string, number>();
 
 async function handleDocument(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
+  const counted = /^\/document-fetches\/([\w.-]+)$/.exec(url.pathname);
+  if (counted) {
+    reply(res, 200, { fetches: documentFetches.get(counted[1] as string) ?? 0 });
+    return true;
+  }
   const m = /^\/documents\/([\w.-]+)$/.exec(url.pathname);
   if (!m) return false;
   const name = m[1] as string;
@@ -223,6 +232,7 @@ async function handleDocument(req: IncomingMessage, res: ServerResponse, url: UR
     res.writeHead(302, { Location: `/documents/${name.slice("redirect-".length)}` }).end();
     return true;
   }
+  documentFetches.set(name, (documentFetches.get(name) ?? 0) + 1);
   const doc = documents.get(name);
   if (!doc) reply(res, 404, { error: "not_found" });
   else res.writeHead(200, { "Content-Type": doc.type }).end(doc.body);

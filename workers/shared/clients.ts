@@ -1,5 +1,6 @@
-import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, type JWK, type JWTPayload, jwtVerify } from "jose";
+import { decodeJwt, type JWK, type JWTPayload } from "jose";
 import { type Branding, brandingSchema } from "./branding";
+import { ClientKeysUnavailable, verifyWithClientKeys } from "./client-keys";
 import type { Config } from "./config";
 import { sha256, timingSafeEqualString } from "./crypto";
 import type { Env } from "./env";
@@ -31,6 +32,13 @@ export interface Client {
   id_token_signed_response_alg: "RS256" | "ES256";
   allowed_cors_origins: string[];
   jwks: ClientJwks | null;
+  /**
+   * OIDC Registration §2 / RFC 7591 §2: its keys by reference, fetched and cached per isolate
+   * (client-keys.ts); the alternative to `jwks`, never both. Null: none.
+   */
+  jwks_uri: string | null;
+  /** OIDC Registration §2 / RFC 9101 §10.4.1: the request_uri values it pre-registered (request-uri.ts). */
+  request_uris: string[];
   /** RFC 8707: the resources (APIs) the client may ask tokens for; each becomes a token's `aud`. */
   resources: string[];
   /** Issue 26: what its login pages and mail show instead of the tenant's branding. */
@@ -75,6 +83,8 @@ interface ClientRow {
   id_token_signed_response_alg: "RS256" | "ES256";
   allowed_cors_origins: string;
   jwks: string | null;
+  jwks_uri?: string | null;
+  request_uris?: string;
   resources: string;
   branding?: string;
   token_claims?: string | null;
@@ -104,6 +114,8 @@ export function clientFromRow(row: ClientRow): Client {
     grant_types: JSON.parse(row.grant_types) as string[],
     allowed_cors_origins: JSON.parse(row.allowed_cors_origins) as string[],
     jwks: row.jwks ? (JSON.parse(row.jwks) as ClientJwks) : null,
+    jwks_uri: row.jwks_uri ?? null,
+    request_uris: JSON.parse(row.request_uris ?? "[]") as string[],
     resources: JSON.parse(row.resources ?? "[]") as string[],
     branding: brandingOf(row.branding),
     token_claims: templateOf(row.token_claims),
@@ -323,11 +335,12 @@ async function verifyAssertion(
   client: Client,
   assertion: string,
 ): Promise<{ payload: JWTPayload } | { problem: string }> {
-  if (client.token_endpoint_auth_method !== "private_key_jwt" || !client.jwks)
+  if (client.token_endpoint_auth_method !== "private_key_jwt" || (!client.jwks && !client.jwks_uri))
     return { problem: "the client does not authenticate with private_key_jwt" };
   const audOnly = `its aud must be the issuer identifier ${config.ISSUER} alone`;
   try {
-    const { payload } = await jwtVerify(assertion, createLocalJWKSet(client.jwks as JSONWebKeySet), {
+    // Its registered jwks, or the set at its jwks_uri (client-keys.ts: cached, refetched for a new kid).
+    const { payload } = await verifyWithClientKeys(config, client, assertion, {
       algorithms: ["RS256", "ES256"],
       issuer: client.client_id,
       subject: client.client_id,
@@ -338,6 +351,8 @@ async function verifyAssertion(
     const single = typeof aud === "string" ? aud : Array.isArray(aud) && aud.length === 1 ? aud[0] : undefined;
     return single === config.ISSUER ? { payload } : { problem: `client_assertion is refused: ${audOnly}` };
   } catch (err) {
+    // A jwks_uri that could not be fetched (RFC 6749 §5.2: still invalid_client, never a 500).
+    if (err instanceof ClientKeysUnavailable) return { problem: `client_assertion is refused: ${err.message}` };
     // Which check failed, so a client that got one wrong can tell (issue 27 item 4); never a key detail.
     const code = (err as { code?: string }).code;
     const claim = (err as { claim?: string }).claim;

@@ -309,6 +309,13 @@ export const policyFields = z.object({
    * it on for itself (its policy), the default tenant by POLICY.
    */
   open_registration: z.boolean().default(false),
+  /**
+   * Issue 40: whether a confidential client registered at `<issuer>/register` without saying
+   * `require_pkce` must use PKCE (true, the default). False: such a client may sign in without it
+   * (OIDC Core's code flow, RFC 9700 §2.1.1), as the OpenID Foundation's dynamic plan does. A public
+   * client (`none`) always uses PKCE; the admin API's default stays true.
+   */
+  registration_require_pkce: z.boolean().default(true),
 });
 const policySchema = policyFields
   .strict()

@@ -26,6 +26,7 @@ export type OAuthErrorCode =
   | "request_not_supported"
   | "invalid_request_object"
   | "request_uri_not_supported"
+  | "invalid_request_uri"
   | "invalid_redirect_uri"
   | "invalid_client_metadata"
   | "not_found"
@@ -67,6 +68,9 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   request_not_supported: 400,
   invalid_request_object: 400,
   request_uri_not_supported: 400,
+  // OIDC Core §3.1.2.6 / RFC 9101 §6.2: a request_uri not registered for the client, or whose
+  // request object could not be fetched from it.
+  invalid_request_uri: 400,
   // RFC 7591 §3.2.2: what dynamic client registration refuses.
   invalid_redirect_uri: 400,
   invalid_client_metadata: 400,

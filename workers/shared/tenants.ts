@@ -40,6 +40,7 @@ const TENANT_POLICY_KEYS = [
   "id_token_ttl_seconds",
   "refresh_token_ttl_seconds",
   "open_registration",
+  "registration_require_pkce",
 ] as const;
 type TenantPolicyKey = (typeof TENANT_POLICY_KEYS)[number];
 

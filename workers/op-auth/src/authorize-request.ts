@@ -52,9 +52,10 @@ export function validateAuthorizeRequest(
     throw new OAuthError(code, description, { redirect: { uri: redirectUri, state, mode } });
   };
 
-  // A request object is opened and merged before (request-object.ts); request_uri needs PAR.
+  // A request object, by value or by reference, is opened and merged before (request-object.ts,
+  // request-uri.ts).
   if (params.request !== undefined) fail("invalid_request_object", "the request object was not processed");
-  if (params.request_uri !== undefined) fail("request_uri_not_supported", "request_uri is not supported");
+  if (params.request_uri !== undefined) fail("invalid_request_uri", "the request_uri was not processed");
   if (!params.response_type) fail("invalid_request", "response_type is required");
   if (params.response_type !== "code") fail("unsupported_response_type", "only response_type=code is supported");
   if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode))

@@ -32,7 +32,7 @@ import { beginLoginTx, openVerifiedLogin } from "./login-tx";
 import { emailStep } from "./pages/login";
 import { organizationPage } from "./pages/organizations";
 import { requestUi, txPageUi, txUiFor } from "./pages/ui";
-import { withRequestObject } from "./request-object";
+import { withRequestObjectOrUri } from "./request-uri";
 import { type BrowserSession, currentSession, sessionCookie, standingUser, TX_COOKIE } from "./sessions";
 
 /** GET and POST /authorize (OIDC Core §3.1.2.1: both must be supported). */
@@ -54,8 +54,9 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   admitNewWork(c);
   // Errors about the client or its redirect URI are pages; the rest go back to the client (errors.ts).
   const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
-  // OIDC Core §6.1: a request object's parameters supersede the query's (request-object.ts).
-  const request = validateAuthorizeRequest(await withRequestObject(config, params, client), client);
+  // OIDC Core §6.1 and §6.2: a request object's parameters, by value or fetched from a registered
+  // request_uri, supersede the query's (request-object.ts, request-uri.ts).
+  const request = validateAuthorizeRequest(await withRequestObjectOrUri(config, params, client), client);
   const hinted = request.id_token_hint !== undefined ? await hintedSubject(c, request) : undefined;
   const live = await liveSession(c.env, config, c.req.raw, request);
   // OIDC Core §3.1.2.1: a session of another user than the hint names does not answer; with

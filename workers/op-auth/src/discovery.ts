@@ -75,8 +75,10 @@ export function discovery(c: Context<AppEnv>): Response {
     // unsigned (`none`) from a client registered with request_object_signing_alg "none".
     request_parameter_supported: true,
     request_object_signing_alg_values_supported: [...REQUEST_OBJECT_ALGS],
-    request_uri_parameter_supported: false,
-    require_request_uri_registration: false,
+    // OIDC Core §6.2 / RFC 9101 §5.2 (request-uri.ts): fetched only from a request_uri the client
+    // registered (request_uris), RFC 9101 §10.4.1.
+    request_uri_parameter_supported: true,
+    require_request_uri_registration: true,
     frontchannel_logout_supported: false,
     backchannel_logout_supported: false,
   };

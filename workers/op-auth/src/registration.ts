@@ -15,13 +15,13 @@ import { randomToken, timingSafeEqualString } from "../../shared/crypto";
 import { OAuthError } from "../../shared/errors";
 import { json, NO_STORE, parseJsonObject, readBodyText } from "../../shared/http";
 import { askPeers } from "../../shared/isolate";
+import { fetchClientDocument, OutboundFetchError } from "../../shared/outbound-fetch";
 import {
   hashInitialAccessToken,
   hashRegistrationAccessToken,
   INITIAL_TOKEN_PREFIX,
   REGISTRATION_TOKEN_PREFIX,
 } from "../../shared/registration-tokens";
-import { webhookUrlProblem } from "../../shared/webhooks/endpoints";
 
 /**
  * Dynamic Client Registration (issue 40, CONTRACT §9): RFC 7591 and OpenID Connect Dynamic Client
@@ -46,6 +46,10 @@ const REGISTERED = [
   "scope",
   "id_token_signed_response_alg",
   "jwks",
+  // OIDC Registration §2 / RFC 7591 §2: the keys by reference (client-keys.ts), and the request_uri
+  // values /authorize may fetch request objects from (request-uri.ts).
+  "jwks_uri",
+  "request_uris",
   // Keyway's own: CORS for a browser client's token requests, and PKCE for a confidential client.
   "allowed_cors_origins",
   "require_pkce",
@@ -95,7 +99,6 @@ const KEPT = Object.keys(kept.shape);
  * than dropped. Any other field Keyway does not know is ignored and left out of the answer (RFC 7591 §2).
  */
 const UNSUPPORTED: Record<string, string> = {
-  jwks_uri: "jwks_uri is not supported: register the public keys by value (jwks)",
   id_token_encrypted_response_alg: "encrypted ID tokens are not supported",
   id_token_encrypted_response_enc: "encrypted ID tokens are not supported",
   userinfo_signed_response_alg: "userinfo answers plain JSON: signed userinfo is not supported",
@@ -103,7 +106,6 @@ const UNSUPPORTED: Record<string, string> = {
   userinfo_encrypted_response_enc: "encrypted userinfo is not supported",
   request_object_encryption_alg: "encrypted request objects are not supported",
   request_object_encryption_enc: "encrypted request objects are not supported",
-  request_uris: "request_uri is not supported",
 };
 
 /** Keyway's admin-only client fields: what a client may not grant itself. */
@@ -165,6 +167,15 @@ async function validate(c: Context<AppEnv>, raw: Record<string, unknown>, apiSco
   candidate.token_endpoint_auth_method ??= "client_secret_basic";
   candidate.grant_types ??= ["authorization_code"];
   candidate.client_name ??= defaultName(raw.redirect_uris);
+  // The tenant's registration_require_pkce (true by default): false lets a confidential client that
+  // does not say otherwise sign in without PKCE, as OIDC Core's code flow and RFC 9700 §2.1.1 allow
+  // (the OpenID Foundation's dynamic plan sends none). A public client always uses PKCE.
+  if (
+    candidate.require_pkce === undefined &&
+    candidate.token_endpoint_auth_method !== "none" &&
+    !c.get("config").POLICY.registration_require_pkce
+  )
+    candidate.require_pkce = false;
   const parsed = createSchema.safeParse(candidate);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => ({
@@ -209,40 +220,19 @@ function defaultName(redirectUris: unknown): string {
   return "Unnamed client";
 }
 
-/** How long the sector identifier document may take, and how large it may be. */
-const SECTOR_TIMEOUT_MS = 5_000;
-const SECTOR_MAX_BYTES = 64 * 1024;
-
 /**
  * OIDC Registration §5 (and Core §8.1): the sector identifier document is a JSON array of URIs that
- * must hold every redirect URI. Fetched by the webhook sender's address rules (webhookUrlProblem:
- * https only in production; no credentials; no private, link-local or reserved address literal; http
- * to a loopback address only outside production), once, no redirect followed, 5 s, 64 KB at most.
+ * must hold every redirect URI. Fetched once by outbound-fetch.ts's rules (the webhook sender's
+ * address rules, no redirect followed, 5 s, 64 KB at most).
  */
 async function checkSectorIdentifier(c: Context<AppEnv>, url: string, redirectUris: string[]): Promise<void> {
   const production = c.get("config").ENVIRONMENT === "production";
-  const problem = webhookUrlProblem(url, production);
-  if (problem) throw metadataError(`sector_identifier_uri: ${problem.replace(/^url /, "")}`);
   let text: string;
   try {
-    const res = await fetch(url, {
-      headers: { Accept: "application/json" },
-      redirect: "manual",
-      signal: AbortSignal.timeout(SECTOR_TIMEOUT_MS),
-    });
-    if (res.status !== 200) {
-      await res.body?.cancel();
-      throw metadataError(
-        `sector_identifier_uri: answered ${res.status}${res.status >= 300 && res.status < 400 ? " (redirects are not followed)" : ""}`,
-      );
-    }
-    text = await readCapped(res);
+    text = await fetchClientDocument(url, production, "application/json");
   } catch (err) {
-    if (err instanceof OAuthError) throw err;
-    const timedOut = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
-    throw metadataError(
-      `sector_identifier_uri: ${timedOut ? `no answer within ${SECTOR_TIMEOUT_MS} ms` : "could not be fetched"}`,
-    );
+    if (err instanceof OutboundFetchError) throw metadataError(`sector_identifier_uri: ${err.message}`);
+    throw err;
   }
   let listed: unknown;
   try {
@@ -255,35 +245,6 @@ async function checkSectorIdentifier(c: Context<AppEnv>, url: string, redirectUr
   const missing = redirectUris.filter((u) => !listed.includes(u));
   if (missing.length)
     throw metadataError(`sector_identifier_uri: the document does not list the redirect URIs ${missing.join(" ")}`);
-}
-
-async function readCapped(res: Response): Promise<string> {
-  const declared = Number(res.headers.get("content-length") ?? 0);
-  if (declared > SECTOR_MAX_BYTES) {
-    await res.body?.cancel();
-    throw metadataError(`sector_identifier_uri: the document is larger than ${SECTOR_MAX_BYTES} bytes`);
-  }
-  const reader = res.body?.getReader();
-  if (!reader) return "";
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > SECTOR_MAX_BYTES) {
-      await reader.cancel();
-      throw metadataError(`sector_identifier_uri: the document is larger than ${SECTOR_MAX_BYTES} bytes`);
-    }
-    chunks.push(value);
-  }
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return new TextDecoder().decode(all);
 }
 
 interface InitialToken {
@@ -361,6 +322,8 @@ function registrationResponse(
     ...(client.request_object_signing_alg ? { request_object_signing_alg: client.request_object_signing_alg } : {}),
     require_pkce: client.require_pkce,
     ...(client.jwks ? { jwks: client.jwks } : {}),
+    ...(client.jwks_uri ? { jwks_uri: client.jwks_uri } : {}),
+    ...(client.request_uris.length ? { request_uris: client.request_uris } : {}),
     ...(client.allowed_cors_origins.length ? { allowed_cors_origins: client.allowed_cors_origins } : {}),
     ...client.registration_metadata,
   };
@@ -476,6 +439,8 @@ export async function replaceRegistration(c: Context<AppEnv>): Promise<Response>
     id_token_signed_response_alg: input.id_token_signed_response_alg,
     allowed_cors_origins: input.allowed_cors_origins,
     jwks: input.jwks ?? null,
+    jwks_uri: input.jwks_uri,
+    request_uris: input.request_uris,
     require_pkce: input.require_pkce,
     registration_metadata: metadata,
     updated_at: Date.now(),

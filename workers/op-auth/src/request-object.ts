@@ -1,11 +1,5 @@
-import {
-  createLocalJWKSet,
-  decodeProtectedHeader,
-  type JSONWebKeySet,
-  type JWTPayload,
-  jwtVerify,
-  UnsecuredJWT,
-} from "jose";
+import { decodeProtectedHeader, type JWTPayload, UnsecuredJWT } from "jose";
+import { ClientKeysUnavailable, verifyWithClientKeys } from "../../shared/client-keys";
 import { type Client, redirectUriAllowed } from "../../shared/clients";
 import type { Config } from "../../shared/config";
 import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
@@ -26,12 +20,14 @@ const JWT_CLAIMS = new Set(["iss", "aud", "exp", "nbf", "iat", "jti", "sub"]);
  * proven to be the client's. Returns the parameters unchanged without a `request`, or before the
  * client is known (validateAuthorizeRequest refuses that on Keyway's page).
  *
- * - Signed (RS256 or ES256), it must verify with a key of the client's registered `jwks` and carry
- *   `iss` = client_id and `aud` = the issuer identifier (RFC 9101 §4 and §10.2: without them, a JWT
- *   the client signed for something else could pass for a request).
- * - Unsigned (`alg: none`) only from a client registered with `request_object_signing_alg: "none"`;
- *   its `iss` and `aud`, when present, are checked the same way. A client registered with RS256 or
- *   ES256 must use that algorithm.
+ * - Signed (RS256 or ES256), it must verify with a key of the client's registered `jwks` or of the
+ *   set at its `jwks_uri` (client-keys.ts) and carry `iss` = client_id and `aud` = the issuer
+ *   identifier (RFC 9101 §4 and §10.2: without them, a JWT the client signed for something else
+ *   could pass for a request).
+ * - Unsigned (`alg: none`) only from a client registered with `request_object_signing_alg: "none"`,
+ *   or, `byReference` (fetched from a request_uri the client registered: request-uri.ts), from one
+ *   that registered no algorithm; its `iss` and `aud`, when present, are checked the same way. A
+ *   client registered with RS256 or ES256 must use that algorithm.
  * - `exp` and `nbf`, when present, must hold now. Its `client_id` and `response_type`, when present,
  *   must be the query's (OIDC Core §6.1), which must carry both and a `scope` with `openid`.
  *
@@ -42,6 +38,7 @@ export async function withRequestObject(
   config: Config,
   params: Record<string, string>,
   client: Client | null,
+  byReference = false,
 ): Promise<Record<string, string>> {
   const jwt = params.request;
   if (jwt === undefined || !client || params.client_id !== client.client_id) return params;
@@ -61,7 +58,7 @@ export async function withRequestObject(
     fail("invalid_scope", "scope with openid is required in the query with a request object");
   if (jwt.length > MAX_REQUEST_OBJECT) fail("invalid_request_object", "the request object is too large");
 
-  const claims = await verifiedClaims(config, client, jwt, (d) => fail("invalid_request_object", d));
+  const claims = await verifiedClaims(config, client, jwt, byReference, (d) => fail("invalid_request_object", d));
   const fromObject: Record<string, string> = {};
   for (const [name, value] of Object.entries(claims)) {
     if (JWT_CLAIMS.has(name)) continue;
@@ -86,6 +83,7 @@ async function verifiedClaims(
   config: Config,
   client: Client,
   jwt: string,
+  byReference: boolean,
   problem: (description: string) => never,
 ): Promise<JWTPayload> {
   if (jwt.split(".").length === 5) return problem("encrypted request objects are not supported");
@@ -97,9 +95,14 @@ async function verifiedClaims(
   }
   const registered = client.request_object_signing_alg;
   if (alg === "none") {
-    if (registered !== "none")
+    // By reference, from a request_uri the client registered, its source is the client's own server
+    // (RFC 9101 §10.2 (c): the request_uri's TLS server identity), as OIDC Registration §2's default
+    // (any algorithm) allows; by value, only from a client registered for unsigned objects.
+    if (registered !== "none" && !(byReference && registered === null))
       return problem(
-        'unsigned request objects are refused unless the client registered request_object_signing_alg "none"',
+        byReference
+          ? `the client registered request_object_signing_alg ${registered}: an unsigned request object is refused`
+          : 'unsigned request objects are refused unless the client registered request_object_signing_alg "none"',
       );
     let payload: JWTPayload;
     try {
@@ -118,9 +121,11 @@ async function verifiedClaims(
   const algorithms = registered ? [registered] : ["RS256", "ES256"];
   if (!alg || !algorithms.includes(alg))
     return problem(`the request object must be signed with ${algorithms.join(" or ")}`);
-  if (!client.jwks) return problem("the client has registered no keys to verify a signed request object with");
+  if (!client.jwks && !client.jwks_uri)
+    return problem("the client has registered no keys to verify a signed request object with");
   try {
-    const { payload } = await jwtVerify(jwt, createLocalJWKSet(client.jwks as JSONWebKeySet), {
+    // Its registered jwks, or the set at its jwks_uri (client-keys.ts: cached, refetched for a new kid).
+    const { payload } = await verifyWithClientKeys(config, client, jwt, {
       algorithms,
       issuer: client.client_id,
       audience: config.ISSUER,
@@ -128,6 +133,7 @@ async function verifiedClaims(
     });
     return payload;
   } catch (err) {
+    if (err instanceof ClientKeysUnavailable) return problem(`the client's keys could not be had: ${err.message}`);
     return problem(
       claimProblem(err) ?? "the request object's signature does not verify with the client's registered keys",
     );

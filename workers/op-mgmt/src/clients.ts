@@ -68,22 +68,39 @@ const clientFields = {
   sector_identifier_uri: z
     .string()
     .max(2000)
-    .refine((u) => {
-      try {
-        const url = new URL(u);
-        // http only on loopback (the registration endpoint's fetch refuses it in production).
-        const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
-        return (
-          (url.protocol === "https:" || (url.protocol === "http:" && loopback)) &&
-          !url.username &&
-          !url.password &&
-          !url.hash
-        );
-      } catch {
-        return false;
-      }
-    }, "sector_identifier_uri must be an https URL (http only on loopback) without credentials or a fragment")
+    .refine(
+      (u) => fetchableUrl(u, false),
+      "sector_identifier_uri must be an https URL (http only on loopback) without credentials or a fragment",
+    )
     .nullable(),
+  /**
+   * OIDC Registration §2 / RFC 7591 §2: the client's keys by reference, the alternative to `jwks`
+   * (never both), fetched when an assertion or a request object is verified (client-keys.ts).
+   */
+  jwks_uri: z
+    .string()
+    .max(2000)
+    .refine(
+      (u) => fetchableUrl(u, false),
+      "jwks_uri must be an https URL (http only on loopback) without credentials or a fragment",
+    )
+    .nullable(),
+  /**
+   * OIDC Registration §2 / RFC 9101 §10.4.1: the request_uri values /authorize may fetch a request
+   * object from for this client, and no others. A fragment (the content's hash, OIDC Registration
+   * §2) is allowed and ignored when a request_uri is matched.
+   */
+  request_uris: z
+    .array(
+      z
+        .string()
+        .max(2000)
+        .refine(
+          (u) => fetchableUrl(u, true),
+          "each request_uri must be an https URL (http only on loopback) without credentials",
+        ),
+    )
+    .max(20),
   /**
    * Issue 40 (OIDC Registration §2): the algorithm its request objects must use; RS256 or ES256 need
    * its `jwks`, `none` allows unsigned request objects (and only those). Null: RS256 or ES256.
@@ -91,12 +108,33 @@ const clientFields = {
   request_object_signing_alg: z.enum(["RS256", "ES256", "none"]).nullable(),
 };
 
+/**
+ * A URL Keyway may fetch a client's document from: https, or http to a loopback host (the fetch
+ * itself refuses that in production: outbound-fetch.ts), without credentials; a fragment only where
+ * `fragment` allows it.
+ */
+function fetchableUrl(value: string, fragment: boolean): boolean {
+  try {
+    const url = new URL(value);
+    const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
+    return (
+      (url.protocol === "https:" || (url.protocol === "http:" && loopback)) &&
+      !url.username &&
+      !url.password &&
+      (fragment || !url.hash)
+    );
+  } catch {
+    return false;
+  }
+}
+
 type ClientShape = {
   redirect_uris: string[];
   token_endpoint_auth_method: string;
   grant_types: string[];
   scope: string;
   jwks?: unknown;
+  jwks_uri?: string | null;
   require_pkce?: boolean;
   subject_type?: "public" | "pairwise";
   sector_identifier_uri?: string | null;
@@ -116,8 +154,13 @@ export function registrationProblems(c: ClientShape): string[] {
   const device = c.grant_types.includes(DEVICE_GRANT);
   if (c.grant_types.includes("client_credentials") && c.token_endpoint_auth_method === "none")
     problems.push("client_credentials needs a confidential client (a secret), not token_endpoint_auth_method none");
-  if ((c.token_endpoint_auth_method === "private_key_jwt") !== (c.jwks !== undefined && c.jwks !== null))
-    problems.push("jwks goes with token_endpoint_auth_method private_key_jwt, and only with it");
+  const byValue = c.jwks !== undefined && c.jwks !== null;
+  const byReference = typeof c.jwks_uri === "string";
+  // RFC 7591 §2: jwks and jwks_uri MUST NOT both be present.
+  if (byValue && byReference) problems.push("jwks and jwks_uri cannot both be registered (RFC 7591 §2)");
+  const keys = byValue || byReference;
+  if ((c.token_endpoint_auth_method === "private_key_jwt") !== keys)
+    problems.push("jwks or jwks_uri goes with token_endpoint_auth_method private_key_jwt, and only with it");
   if (
     c.subject_type === "pairwise" &&
     !c.sector_identifier_uri &&
@@ -127,9 +170,9 @@ export function registrationProblems(c: ClientShape): string[] {
       "a pairwise client whose redirect_uris span several hosts needs a sector_identifier_uri (OIDC Registration §5)",
     );
   const roAlg = c.request_object_signing_alg;
-  if (roAlg && roAlg !== "none" && (c.jwks === undefined || c.jwks === null))
+  if (roAlg && roAlg !== "none" && !keys)
     problems.push(
-      `request_object_signing_alg ${roAlg} needs the client's jwks (token_endpoint_auth_method private_key_jwt)`,
+      `request_object_signing_alg ${roAlg} needs the client's jwks or jwks_uri (token_endpoint_auth_method private_key_jwt)`,
     );
   if (c.require_pkce === false && c.token_endpoint_auth_method === "none")
     problems.push("a public client (token_endpoint_auth_method none) always uses PKCE: require_pkce cannot be false");
@@ -158,6 +201,8 @@ export const createSchema = z
     id_token_signed_response_alg: clientFields.id_token_signed_response_alg.default("RS256"),
     allowed_cors_origins: clientFields.allowed_cors_origins.default([]),
     jwks: clientFields.jwks.optional(),
+    jwks_uri: clientFields.jwks_uri.default(null),
+    request_uris: clientFields.request_uris.default([]),
     resources: clientFields.resources.default([]),
     branding: clientFields.branding.default({}),
     token_claims: clientFields.token_claims.default(null),
@@ -176,7 +221,11 @@ export const createSchema = z
   }))
   .superRefine(checked);
 
-export const patchSchema = z.object(clientFields).partial().strict();
+// `jwks: null` removes the keys by value, to register them by reference (`jwks_uri`) instead.
+export const patchSchema = z
+  .object({ ...clientFields, jwks: clientFields.jwks.nullable() })
+  .partial()
+  .strict();
 
 /** A client as the admin API shows it: no secret hash, no registration access token hash. */
 export function publicClient(client: Client): Omit<Client, "secret_hash" | "registration_access_token_hash"> {
@@ -221,8 +270,9 @@ export async function insertClient(
       `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
       branding, token_claims, require_pkce, subject_type, sector_identifier_uri, request_object_signing_alg,
-      registered_via, registration_access_token_hash, registration_metadata, registration_token_id, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      registered_via, registration_access_token_hash, registration_metadata, registration_token_id, created_at, updated_at,
+      jwks_uri, request_uris)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     .bind(
       clientId,
@@ -250,6 +300,8 @@ export async function insertClient(
       dynamic?.registration_token_id ?? null,
       now,
       now,
+      input.jwks_uri,
+      JSON.stringify([...new Set(input.request_uris)]),
     )
     .run();
   return { clientId, secret, now };
@@ -301,6 +353,7 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
     "grant_types",
     "scope",
     "jwks",
+    "jwks_uri",
     "require_pkce",
     "subject_type",
     "sector_identifier_uri",
@@ -333,7 +386,7 @@ export async function updateClient(db: D1Database, next: Client): Promise<void> 
       `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
       branding = ?, token_claims = ?, require_pkce = ?, subject_type = ?, sector_identifier_uri = ?,
-      request_object_signing_alg = ?, registration_metadata = ?, updated_at = ?
+      request_object_signing_alg = ?, registration_metadata = ?, updated_at = ?, jwks_uri = ?, request_uris = ?
      WHERE client_id = ? AND tenant = ?`,
     )
     .bind(
@@ -355,6 +408,8 @@ export async function updateClient(db: D1Database, next: Client): Promise<void> 
       next.request_object_signing_alg,
       next.registration_metadata ? JSON.stringify(next.registration_metadata) : null,
       next.updated_at,
+      next.jwks_uri,
+      JSON.stringify([...new Set(next.request_uris)]),
       next.client_id,
       next.tenant,
     )
