@@ -1,6 +1,6 @@
-import { timingSafeEqualString } from "../workers/shared/crypto";
-import { errorField, log } from "../workers/shared/log";
-import { shardNamed } from "../workers/shared/stores";
+import { shardNamed } from "../workers/shared/routing/stores";
+import { timingSafeEqualString } from "./contract/crypto";
+import { errorField, log } from "./contract/log";
 import {
   type CapturedRow,
   type CarriedLimits,
@@ -16,7 +16,7 @@ import {
   type RestoreCode,
   type VerifyChallenge,
   type VerifyResult,
-} from "./contract";
+} from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 /**

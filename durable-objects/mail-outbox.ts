@@ -1,10 +1,10 @@
-import { auditEvent, emitAudit } from "../workers/shared/audit-event";
-import { loadMailConfig } from "../workers/shared/config";
-import { unseal } from "../workers/shared/crypto";
-import { outboxSealMaterial } from "../workers/shared/mail/outbox";
-import { attempt, mailerFor, type SealedOtp } from "../workers/shared/mail/transport";
+import { loadMailConfig } from "../workers/shared/config/config";
+import { auditEvent, emitAudit } from "../workers/shared/events/audit-event";
+import { attempt, mailerFor, type SealedOtp } from "../workers/shared/events/mail/transport";
+import { outboxSealMaterial } from "../workers/shared/events/mail-outbox";
 import type { AuditBuffer } from "./audit-buffer";
-import type { AuditEvent, OutboxItem } from "./contract";
+import { unseal } from "./contract/crypto";
+import type { AuditEvent, OutboxItem } from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 interface OutboxEnv extends StoreEnv {

@@ -9,45 +9,39 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
 const ROOT = resolve(dirname(new URL(import.meta.url).pathname), "..");
-const CONTRACT = "durable-objects/contract.ts";
+const CONTRACT = "durable-objects/contract/verbs.ts";
 const NAMESPACES = "durable-objects/namespaces.ts";
 const LEAVES = new Set([
-  "workers/shared/audit-event.ts",
-  // Import-free: the audit trail's monthly tables, which the outboxes write and op-mgmt reads (issue 28).
-  "workers/shared/audit-trail.ts",
+  "workers/shared/events/audit-event.ts",
   // Branding and the catalogues: the MailOutbox renders a retried mail in its first attempt's language.
-  "workers/shared/branding.ts",
-  "workers/shared/i18n/index.ts",
-  "workers/shared/i18n/locales.ts",
-  "workers/shared/i18n/en.ts",
-  "workers/shared/i18n/fr.ts",
-  "workers/shared/i18n/ar.ts",
-  "workers/shared/config.ts",
-  "workers/shared/crypto.ts",
-  // Import-free: the stores meter their D1 binding as the Workers do (issue 28).
-  "workers/shared/d1-meter.ts",
+  "workers/shared/branding/branding.ts",
+  "workers/shared/branding/i18n/index.ts",
+  "workers/shared/branding/i18n/locales.ts",
+  "workers/shared/branding/i18n/en.ts",
+  "workers/shared/branding/i18n/fr.ts",
+  "workers/shared/branding/i18n/ar.ts",
+  "workers/shared/config/config.ts",
   // Zod alone: the one check of a name people see (issue 38), which config.ts and branding.ts use.
-  "workers/shared/display-name.ts",
-  "workers/shared/env.ts",
-  "workers/shared/log.ts",
-  "workers/shared/regions.ts",
-  "workers/shared/router.ts",
+  "workers/shared/branding/display-name.ts",
+  "workers/shared/platform/env.ts",
+  "workers/shared/config/regions.ts",
+  "workers/shared/routing/router.ts",
   // Import-free arithmetic (shard counts); config.ts takes its MAX_SHARDS.
-  "workers/shared/shard-plan.ts",
-  "workers/shared/stores.ts",
-  "workers/shared/http.ts",
-  "workers/shared/errors.ts",
-  "workers/shared/mail/http.ts",
-  "workers/shared/mail/message.ts",
-  "workers/shared/mail/mime.ts",
-  "workers/shared/mail/outbox.ts",
-  "workers/shared/mail/send-email.ts",
-  "workers/shared/mail/smtp.ts",
-  "workers/shared/mail/transport.ts",
-  "workers/shared/webhooks/catalogue.ts",
-  "workers/shared/webhooks/endpoints.ts",
-  "workers/shared/webhooks/handoff.ts",
-  "workers/shared/webhooks/signature.ts",
+  "workers/shared/config/shard-plan.ts",
+  "workers/shared/routing/stores.ts",
+  "workers/shared/platform/http.ts",
+  "workers/shared/platform/errors.ts",
+  "workers/shared/events/mail/http.ts",
+  "workers/shared/events/mail/message.ts",
+  "workers/shared/events/mail/mime.ts",
+  "workers/shared/events/mail-outbox.ts",
+  "workers/shared/events/mail/send-email.ts",
+  "workers/shared/events/mail/smtp.ts",
+  "workers/shared/events/mail/transport.ts",
+  "workers/shared/events/webhooks/catalogue.ts",
+  "workers/shared/events/webhooks/endpoints.ts",
+  "workers/shared/events/webhooks/handoff.ts",
+  "workers/shared/events/webhooks/signature.ts",
 ]);
 
 /** @param {string} dir @returns {string[]} */
@@ -78,14 +72,14 @@ function importsOf(file) {
 const problems = [];
 for (const file of tsFiles("workers"))
   for (const dep of importsOf(file))
-    if (dep.startsWith("durable-objects/") && dep !== CONTRACT && dep !== NAMESPACES)
+    if (dep.startsWith("durable-objects/") && !dep.startsWith("durable-objects/contract/") && dep !== NAMESPACES)
       problems.push(`${file} imports ${dep}: a Worker imports only ${CONTRACT} and ${NAMESPACES} from the stores`);
 for (const file of tsFiles("workers")) {
   const text = readFileSync(join(ROOT, file), "utf8");
   if (/import\s+(?!type\b)[^;]*from\s+["'][^"']*durable-objects\/namespaces["']/.test(text))
     problems.push(`${file} imports ${NAMESPACES} for its values: only its types, so no store code reaches a Worker`);
 }
-if (importsOf(CONTRACT).length)
+if (importsOf(CONTRACT).some((d) => !d.startsWith("durable-objects/contract/")))
   problems.push(`${CONTRACT} imports ${importsOf(CONTRACT).join(", ")}: it imports nothing`);
 
 for (const start of tsFiles("durable-objects")) {

@@ -39,7 +39,7 @@ export const DEFAULT_PORT = 8787;
  * there is generated here too; the strict schema would reject one it does not know.
  */
 function randomSecretNames() {
-  const source = readFileSync(join(ROOT, "workers", "shared", "config.ts"), "utf8");
+  const source = readFileSync(join(ROOT, "workers", "shared", "config", "config.ts"), "utf8");
   const names = [...source.matchAll(/\bsecret\("([A-Z][A-Z0-9_]*)"\)/g)].map((m) => /** @type {string} */ (m[1]));
   return names.length ? [...new Set(names)] : ["ADMIN_TOKEN", "OTP_HMAC_SECRET"];
 }

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig, loadMailConfig } from "../../workers/shared/config";
+import { ConfigError, loadConfig, loadMailConfig } from "../../workers/shared/config/config";
 
 /** A production env that parses: https issuer, a real transport, every secret. */
 const production = (vars: Record<string, string | undefined> = {}): Record<string, unknown> => {

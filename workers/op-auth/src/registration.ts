@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
+import { randomToken, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
 import {
   authProof,
   createSchema,
@@ -8,20 +9,19 @@ import {
   registrationProblems,
   updateClient,
 } from "../../op-mgmt/src/clients";
-import type { AppEnv } from "../../shared/app";
-import { audit } from "../../shared/audit";
-import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/clients";
-import { randomToken, timingSafeEqualString } from "../../shared/crypto";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE, parseJsonObject, readBodyText } from "../../shared/http";
-import { askPeers } from "../../shared/isolate";
+import type { AppEnv } from "../../shared/app/app";
+import { askPeers } from "../../shared/app/isolate";
+import { audit } from "../../shared/events/audit";
+import { webhookUrlProblem } from "../../shared/events/webhooks/endpoints";
+import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/oauth/clients";
 import {
   hashInitialAccessToken,
   hashRegistrationAccessToken,
   INITIAL_TOKEN_PREFIX,
   REGISTRATION_TOKEN_PREFIX,
-} from "../../shared/registration-tokens";
-import { webhookUrlProblem } from "../../shared/webhooks/endpoints";
+} from "../../shared/oauth/registration-tokens";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE, parseJsonObject, readBodyText } from "../../shared/platform/http";
 
 /**
  * Dynamic Client Registration (issue 40, CONTRACT §9): RFC 7591 and OpenID Connect Dynamic Client

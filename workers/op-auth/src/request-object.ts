@@ -6,9 +6,9 @@ import {
   jwtVerify,
   UnsecuredJWT,
 } from "jose";
-import { type Client, redirectUriAllowed } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
+import type { Config } from "../../shared/config/config";
+import { type Client, redirectUriAllowed } from "../../shared/oauth/clients";
+import { OAuthError, type OAuthErrorCode } from "../../shared/platform/errors";
 import { invalidRequestPage } from "./errors";
 
 /** Discovery's `request_object_signing_alg_values_supported`: `none` only for a client registered with it. */

@@ -1,6 +1,6 @@
 import type { Handler } from "hono";
 import type { z } from "zod";
-import type { AppEnv } from "../../shared/app";
+import type { AppEnv } from "../../shared/app/app";
 import { AUDIT_PARAMS, listAudit } from "./audit";
 import { createClient, createSchema, deleteClient, getClient, listClients, patchClient, patchSchema } from "./clients";
 import {

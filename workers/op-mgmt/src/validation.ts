@@ -1,9 +1,9 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../shared/app";
-import { base64url, base64urlDecode } from "../../shared/crypto";
-import { OAuthError } from "../../shared/errors";
-import { parseJsonObject, readBodyText } from "../../shared/http";
+import { base64url, base64urlDecode } from "../../../durable-objects/contract/crypto";
+import type { AppEnv } from "../../shared/app/app";
+import { OAuthError } from "../../shared/platform/errors";
+import { parseJsonObject, readBodyText } from "../../shared/platform/http";
 
 /** Parses a JSON body with a strict zod schema: unknown fields and wrong types are 400, nothing stored. */
 export async function body<T extends z.ZodType>(c: Context<AppEnv>, schema: T): Promise<z.infer<T>> {
