@@ -1,9 +1,9 @@
 import { loadMailConfig } from "../workers/shared/config/config";
-import { auditEvent, emitAudit } from "../workers/shared/events/audit-event";
 import { attempt, mailerFor, type SealedOtp } from "../workers/shared/events/mail/transport";
-import { outboxSealMaterial } from "../workers/shared/events/mail-outbox";
 import type { AuditBuffer } from "./audit-buffer";
+import { auditEvent, emitAudit } from "./contract/audit-event";
 import { unseal } from "./contract/crypto";
+import { outboxSealMaterial } from "./contract/mail-seal";
 import type { AuditEvent, OutboxItem } from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 

@@ -1,4 +1,3 @@
-import { auditEvent } from "../workers/shared/events/audit-event";
 import {
   liveSecrets,
   type WebhookEndpointRow,
@@ -6,6 +5,7 @@ import {
   webhookUrlProblem,
 } from "../workers/shared/events/webhooks/endpoints";
 import { webhookHeaders } from "../workers/shared/events/webhooks/signature";
+import { auditEvent } from "./contract/audit-event";
 import { errorField, log } from "./contract/log";
 import type {
   WebhookAttemptView,

@@ -246,7 +246,7 @@ export function tenantHosts(o) {
 /**
  * The Rate Limiting bindings' limit is a scale, not the quota: op-auth weighs each request by
  * POLICY's per-minute quota against it (RATE_LIMIT_SCALE and RATE_LIMIT_PERIOD_SECONDS in
- * workers/shared/platform/ip-quota.ts). A config that changes them would change every quota silently.
+ * workers/shared/request/ip-quota.ts). A config that changes them would change every quota silently.
  * @param {string} path @param {{ name: string, simple?: { limit: number, period?: number } }} r
  */
 function checkedRateLimit(path, r) {

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { MailOutbox } from "../../durable-objects/mail-outbox";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEmailKey } from "../../workers/shared/events/audit";
-import { outboxShardName } from "../../workers/shared/events/mail-outbox";
+import { outboxShardName } from "../../workers/shared/events/otp-mail";
 import {
   Browser,
   comparableHeaders,

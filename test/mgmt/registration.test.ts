@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { auditEvent } from "../../workers/shared/events/audit-event";
+import { auditEvent } from "../../durable-objects/contract/audit-event";
 import { webhookEventsOf } from "../../workers/shared/events/webhooks/catalogue";
 import {
   admin,

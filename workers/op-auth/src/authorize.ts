@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { sha256, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
 import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
-import { type AppEnv, admitNewWork } from "../../shared/app/app";
+import { admitNewWork } from "../../shared/app/app";
 import type { Config } from "../../shared/config/config";
 import { requestAuditEvent } from "../../shared/events/audit";
 import { type CodeGrant, issueCode } from "../../shared/oauth/auth-code";
@@ -24,6 +24,7 @@ import {
   readBodyText,
   setCookie,
 } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { shard } from "../../shared/routing/stores";
 import { authorizationResponse, type ResponseMode } from "./authorization-response";
 import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";

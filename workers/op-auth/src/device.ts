@@ -1,12 +1,12 @@
 import type { Context } from "hono";
 import type { DeviceView } from "../../../durable-objects/contract/verbs";
-import type { AppEnv } from "../../shared/app/app";
 import { audit, loginRegion } from "../../shared/events/audit";
 import { findClient } from "../../shared/oauth/clients";
 import { deviceShardsToTry, formatUserCode, normalizeUserCode } from "../../shared/oauth/device";
 import { OAuthError } from "../../shared/platform/errors";
 import { cookieName, isForm, parseForm, readBodyText, setCookie } from "../../shared/platform/http";
-import { sourceKeyOf, takeIpQuota } from "../../shared/platform/ip-quota";
+import type { AppEnv } from "../../shared/request/context";
+import { sourceKeyOf, takeIpQuota } from "../../shared/request/ip-quota";
 import type { ShardRef } from "../../shared/routing/router";
 import { tenantScoped } from "../../shared/routing/router";
 import { shard } from "../../shared/routing/stores";

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { auditEvent } from "../../../durable-objects/contract/audit-event";
 import { hmac, randomDigits, randomToken, sha256 } from "../../../durable-objects/contract/crypto";
 import { errorField, log } from "../../../durable-objects/contract/log";
 import {
@@ -7,12 +8,10 @@ import {
   type OtpPolicy,
   type VerifyResult,
 } from "../../../durable-objects/contract/verbs";
-import type { AppEnv } from "../../shared/app/app";
 import { mailLookOf } from "../../shared/branding/branding";
 import type { MessageKey } from "../../shared/branding/i18n/index";
 import type { Config } from "../../shared/config/config";
 import { audit, auditEmailKey } from "../../shared/events/audit";
-import { auditEvent } from "../../shared/events/audit-event";
 import { isCaptured, sealCapturedMail } from "../../shared/events/captured-mail";
 import { deliverOtp, otpMessage } from "../../shared/events/otp-mail";
 import { type Projection, projectClaims } from "../../shared/oauth/token-claims";
@@ -21,7 +20,8 @@ import { currentClaims } from "../../shared/people/entity-claims";
 import { findOrCreateUser, findUserByEmail } from "../../shared/people/users";
 import { OAuthError } from "../../shared/platform/errors";
 import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/platform/http";
-import { sourceKeyOf, takeIpQuota } from "../../shared/platform/ip-quota";
+import type { AppEnv } from "../../shared/request/context";
+import { sourceKeyOf, takeIpQuota } from "../../shared/request/ip-quota";
 import { issueId, recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../shared/routing/router";
 import { shard } from "../../shared/routing/stores";
 import { pageError } from "./errors";

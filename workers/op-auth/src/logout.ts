@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { sha256 } from "../../../durable-objects/contract/crypto";
-import type { AppEnv } from "../../shared/app/app";
 import { audit, loginRegion } from "../../shared/events/audit";
 import { findClient } from "../../shared/oauth/clients";
 import { subjectFor } from "../../shared/oauth/subjects";
 import { revokeInSidShard, verifyIdTokenHint as verifyOwnIdToken } from "../../shared/oauth/tokens";
 import { clearCookie, cookieName, isForm, paramsToRecord, parseForm, readBodyText } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { shard } from "../../shared/routing/stores";
 import { invalidRequestPage, unreadable } from "./errors";
 import { confirmLogoutPage, messagePage } from "./pages/notices";

@@ -1,6 +1,9 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { randomToken, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
+import { askPeers } from "../../shared/app/isolate";
+import { audit } from "../../shared/events/audit";
+import { webhookUrlProblem } from "../../shared/events/webhooks/endpoints";
 import {
   authProof,
   createSchema,
@@ -8,11 +11,7 @@ import {
   PROOF_FIXED,
   registrationProblems,
   updateClient,
-} from "../../op-mgmt/src/clients";
-import type { AppEnv } from "../../shared/app/app";
-import { askPeers } from "../../shared/app/isolate";
-import { audit } from "../../shared/events/audit";
-import { webhookUrlProblem } from "../../shared/events/webhooks/endpoints";
+} from "../../shared/oauth/client-registration";
 import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/oauth/clients";
 import {
   hashInitialAccessToken,
@@ -22,6 +21,7 @@ import {
 } from "../../shared/oauth/registration-tokens";
 import { OAuthError } from "../../shared/platform/errors";
 import { json, NO_STORE, parseJsonObject, readBodyText } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 
 /**
  * Dynamic Client Registration (issue 40, CONTRACT §9): RFC 7591 and OpenID Connect Dynamic Client

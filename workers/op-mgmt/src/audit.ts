@@ -8,11 +8,11 @@ import {
   pagesTable,
 } from "../../../durable-objects/contract/audit-trail";
 import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract/verbs";
-import type { AppEnv } from "../../shared/app/app";
 import { audit, auditEmailKey } from "../../shared/events/audit";
 import { normalizeEmail } from "../../shared/people/email";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { queryLimit, readCursor, writeCursor } from "./validation";
 
 const MAX_LIMIT = 1000;

@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { log } from "../../../durable-objects/contract/log";
-import type { AppEnv } from "../../shared/app/app";
 import type { Config } from "../../shared/config/config";
 import { audit, recordAudit } from "../../shared/events/audit";
 import { keyRing, rotateSigningKeys } from "../../shared/oauth/keys";
 import type { Env } from "../../shared/platform/env";
 import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { type TenantRow, tenantFromRow, tenantView } from "../../shared/tenancy/tenants";
 
 /** `GET /admin/v1/keys`: the published keys and which one signs, per algorithm. */

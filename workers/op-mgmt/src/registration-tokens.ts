@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { randomToken } from "../../../durable-objects/contract/crypto";
-import type { AppEnv } from "../../shared/app/app";
 import { displayName } from "../../shared/branding/display-name";
 import { hashInitialAccessToken, INITIAL_TOKEN_PREFIX } from "../../shared/oauth/registration-tokens";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { body, queryLimit } from "./validation";
 
 /**

@@ -1,6 +1,5 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../shared/app/app";
 import {
   type Config,
   LIVE_STORES,
@@ -13,6 +12,7 @@ import { MAX_SHARDS, planEntityShards, planFromRates, planShards } from "../../s
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { forgetLiveGenerations } from "../../shared/routing/live-shards";
 import { allShards, currentGeneration, firstLiveGeneration, placementOf, shardsIn } from "../../shared/routing/router";
 import { shard } from "../../shared/routing/stores";

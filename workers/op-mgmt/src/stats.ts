@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { auditMonths, monthBounds, pagesTable } from "../../../durable-objects/contract/audit-trail";
 import type { ShardStats } from "../../../durable-objects/contract/verbs";
-import type { AppEnv } from "../../shared/app/app";
 import { askPeers, type IsolateCounters, isolateSnapshot } from "../../shared/app/isolate";
 import { STORE_NAMES } from "../../shared/config/config";
 import type { Env } from "../../shared/platform/env";
 import { json, NO_STORE } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/routing/router";
 import { shard } from "../../shared/routing/stores";
 

@@ -1,7 +1,6 @@
 import type { Context, Next } from "hono";
 import { z } from "zod";
 import { randomToken, sha256, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
-import type { AppEnv } from "../../shared/app/app";
 import { askPeers } from "../../shared/app/isolate";
 import { brandingSchema } from "../../shared/branding/branding";
 import { displayName } from "../../shared/branding/display-name";
@@ -11,6 +10,7 @@ import { firstKeyStatements, forgetKeyRing } from "../../shared/oauth/keys";
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { allShards, DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/routing/router";
 import { shard } from "../../shared/routing/stores";
 import {

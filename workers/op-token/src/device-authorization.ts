@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { sha256 } from "../../../durable-objects/contract/crypto";
-import type { AppEnv } from "../../shared/app/app";
 import { authenticateClient, type Client } from "../../shared/oauth/clients";
 import { DEVICE_GRANT, deviceShard, formatUserCode, newUserCode } from "../../shared/oauth/device";
 import { OAuthError } from "../../shared/platform/errors";
 import { json, NO_STORE, readForm } from "../../shared/platform/http";
-import { takeIpQuota } from "../../shared/platform/ip-quota";
+import type { AppEnv } from "../../shared/request/context";
+import { takeIpQuota } from "../../shared/request/ip-quota";
 import { issueId, tenantScoped } from "../../shared/routing/router";
 import { shard } from "../../shared/routing/stores";
 import { corsClient } from "./cors";

@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import type { AuditInput } from "../../../durable-objects/contract/audit-event";
 import {
   base64url,
   randomToken,
@@ -14,10 +15,9 @@ import type {
   RedeemResult,
   StartCodeFamilyResult,
 } from "../../../durable-objects/contract/verbs";
-import { type AppEnv, admitNewWork } from "../../shared/app/app";
+import { admitNewWork } from "../../shared/app/app";
 import type { Config } from "../../shared/config/config";
 import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf } from "../../shared/events/audit";
-import type { AuditInput } from "../../shared/events/audit-event";
 import { codeGrantId, openCode } from "../../shared/oauth/auth-code";
 import { authenticateClient, type Client } from "../../shared/oauth/clients";
 import { DEVICE_GRANT } from "../../shared/oauth/device";
@@ -29,6 +29,7 @@ import { findUser, userStillValid } from "../../shared/people/users";
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json, NO_STORE, readForm } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { issueId, type ParsedId, parseId, type ShardRef } from "../../shared/routing/router";
 import { shard } from "../../shared/routing/stores";
 import { corsClient } from "./cors";

@@ -9,29 +9,14 @@ import {
   traceStoreCalls,
 } from "../../../durable-objects/contract/log";
 import { type Config, ConfigError, loadConfig } from "../config/config";
-import { admitNewWork, finished, isNewWorkByPath, started } from "../platform/admission";
-import type { Env } from "../platform/env";
 import { errorResponse, OAuthError } from "../platform/errors";
 import { percentDecodesCleanly, watchBody } from "../platform/http";
+import { admitNewWork, finished, isNewWorkByPath, started } from "../request/admission";
+import type { AppEnv } from "../request/context";
 import { withLiveShards } from "../routing/live-shards";
-import { adminTenantRouteOf, regionFor, requestGeo, type TenantRoute, tenantRouteOf } from "../routing/router";
+import { adminTenantRouteOf, regionFor, requestGeo, tenantRouteOf } from "../routing/router";
 import { configForRequest } from "../tenancy/tenants";
 import { countingEnv, isolateCounters, mountIsolateRoutes } from "./isolate";
-
-export type AppEnv = {
-  Bindings: Env;
-  /** `corsOrigins`: the origins the request's client registered, set once the client is known. */
-  Variables: {
-    config: Config;
-    corsOrigins?: string[];
-    /** The region this request maps to (regions.ts): where what it begins is placed. */
-    region: string;
-    /** The tenant the request's URL names, and the path the Worker routes on (tenants.ts). */
-    tenantRoute: TenantRoute;
-    /** op-mgmt: who called, the platform's admin token or a tenant's admin key. */
-    adminCaller?: "platform" | "tenant-key";
-  };
-};
 
 /**
  * Where a Worker finds a request's tenant: an issuer's endpoints under `/t/<tenant>` or a custom host
@@ -48,7 +33,7 @@ const routeOf = (mode: TenantPaths, url: string, hosts: Readonly<Record<string, 
  * are never shed, so a ramp past capacity turns into fast 503s for new logins instead of timeouts, and
  * the work already done is not wasted.
  */
-export { admitNewWork } from "../platform/admission";
+export { admitNewWork } from "../request/admission";
 
 /**
  * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503

@@ -2,11 +2,11 @@ import type { Hono } from "hono";
 import { meteredD1, newD1Meter } from "../../../durable-objects/contract/d1-meter";
 import { forgetClient } from "../oauth/clients";
 import { forgetKeyRing } from "../oauth/keys";
-import { requireAdmin } from "../platform/admin-auth";
 import type { Env } from "../platform/env";
 import { json, NO_STORE } from "../platform/http";
+import { requireAdmin } from "../request/admin-auth";
+import type { AppEnv } from "../request/context";
 import { forgetTenant } from "../tenancy/tenants";
-import type { AppEnv } from "./app";
 
 /**
  * What one isolate of a Keyway Worker knows about itself and what op-mgmt may ask of it: its D1 query

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { JURISDICTIONS, LOCATION_HINTS } from "../../../durable-objects/contract/places";
 
 /**
  * Regions (issue 12): where a login's Durable Objects live. A region is a named placement, a
@@ -11,14 +12,6 @@ import { z } from "zod";
  * region, not the region of whoever calls later (a relying party's back end calling /token from
  * another continent does not move a European user's refresh family out of Europe).
  */
-
-/** Cloudflare's location hints (developers.cloudflare.com/durable-objects/reference/data-location/). */
-export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "oc", "afr", "me"] as const;
-export type LocationHint = (typeof LOCATION_HINTS)[number];
-
-/** Durable Object jurisdictions: objects created in one never leave it. */
-export const JURISDICTIONS = ["eu", "us", "fedramp"] as const;
-export type Jurisdiction = (typeof JURISDICTIONS)[number];
 
 /**
  * The region of every deployment that configures none, and of every id issued before ids named

@@ -1,11 +1,19 @@
 import type { Context } from "hono";
 import { decodeJwt } from "jose";
-import { hmac } from "../../../durable-objects/contract/crypto";
+import { type AuditEnv, type AuditInput, auditEvent, emitAudit } from "../../../durable-objects/contract/audit-event";
+import { hmac, randomToken } from "../../../durable-objects/contract/crypto";
 import type { AuditEvent } from "../../../durable-objects/contract/verbs";
-import type { AppEnv } from "../app/app";
 import type { Config } from "../config/config";
-import { type IdCodec, parseId, type Routing, tenantScoped } from "../routing/router";
-import { type AuditEnv, type AuditInput, auditEvent, auditShardName, emitAudit } from "./audit-event";
+import type { AppEnv } from "../request/context";
+import { type IdCodec, parseId, type Routing, routeKey, shardAddress, tenantScoped } from "../routing/router";
+
+/**
+ * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
+ * in order in one buffer), else at random. Placed in the region given (the request's), and named by its address (router.ts shardAddress).
+ */
+export function auditShardName(routing: Routing, region: string, key?: string | null): string {
+  return shardAddress(routeKey(routing, "audit", key ?? randomToken(8), region));
+}
 
 /**
  * An event of this request, for a store verb to write in its own transaction (the events of a

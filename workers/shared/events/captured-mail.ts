@@ -1,11 +1,11 @@
 import { seal, unseal } from "../../../durable-objects/contract/crypto";
+import { outboxSealMaterial } from "../../../durable-objects/contract/mail-seal";
 import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
 import { keyShardsEverywhere } from "../routing/router";
 import { shard } from "../routing/stores";
 import { auditEmailKey } from "./audit";
 import { type OtpMessage, renderOtpMail } from "./mail/message";
-import { outboxSealMaterial } from "./mail-outbox";
 
 /**
  * Captured mail: what the dev transport "sends" (CONTRACT §7, `GET /__dev/mailbox/{email}`), and mail

@@ -1,12 +1,25 @@
+import { auditEvent, emitAudit } from "../../../durable-objects/contract/audit-event";
 import { randomToken, seal } from "../../../durable-objects/contract/crypto";
 import { errorField, log } from "../../../durable-objects/contract/log";
+import { outboxSealMaterial } from "../../../durable-objects/contract/mail-seal";
 import type { MailLook } from "../branding/branding";
 import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
-import { auditEvent, auditShardName, emitAudit } from "./audit-event";
+import { type Routing, routeKey, shardAddress } from "../routing/router";
+import { shardNamed } from "../routing/stores";
+import { auditShardName } from "./audit";
 import { MailError, type OtpMessage } from "./mail/message";
 import { attempt, mailerFor, type SealedOtp } from "./mail/transport";
-import { outboxFor, outboxSealMaterial, outboxShardName } from "./mail-outbox";
+
+/** The MailOutbox shard of an address, by the HMAC of its email. */
+export function outboxShardName(routing: Routing, region: string, emailKey: string): string {
+  return shardAddress(routeKey(routing, "mail", emailKey, region));
+}
+
+/** The MailOutbox shard an address's retries go to. */
+function outboxFor(env: Pick<Env, "MAIL_OUTBOX">, name: string) {
+  return shardNamed(env, "mail", name);
+}
 
 /** The one-time-code message for `to`, as every transport renders it. */
 export function otpMessage(config: Config, to: string, code: string, now: number, look?: MailLook): OtpMessage {

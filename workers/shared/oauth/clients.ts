@@ -5,7 +5,7 @@ import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
 import { OAuthError } from "../platform/errors";
 import { NO_STORE } from "../platform/http";
-import { clientAddress, RATE_LIMIT_PERIOD_SECONDS, weighedLimit } from "../platform/ip-quota";
+import { clientAddress, RATE_LIMIT_PERIOD_SECONDS, weighedLimit } from "../request/ip-quota";
 import { currentGeneration, routeKeyIn, type ShardRef, shardsIn } from "../routing/router";
 import { shard } from "../routing/stores";
 import { type TokenClaimsTemplate, templateOf } from "./token-claims";

@@ -7,7 +7,7 @@ import type { StoreNamespaces } from "../../../durable-objects/namespaces";
  */
 export interface Env extends StoreNamespaces {
   DB: D1Database;
-  /** op-auth's per-IP quotas (Workers Rate Limiting; see workers/shared/platform/ip-quota.ts). */
+  /** op-auth's per-IP quotas (Workers Rate Limiting; see workers/shared/request/ip-quota.ts). */
   IP_GENERATE_LIMIT?: RateLimit;
   IP_VERIFY_LIMIT?: RateLimit;
   /** op-token's per-IP quota on POST /device_authorization (issue 27 item 7). */

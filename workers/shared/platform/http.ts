@@ -355,7 +355,3 @@ export function pageSecurityHeaders(nonce: string, imageOrigin?: string): Record
     "Cache-Control": "no-store",
   };
 }
-
-export function escapeHtml(value: string): string {
-  return value.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
-}

@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto";
 import { base64url, randomToken, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
+import type { Jurisdiction, LocationHint } from "../../../durable-objects/contract/places";
 import {
   type Config,
   type Generations,
@@ -9,7 +10,7 @@ import {
   type StoreName,
   shardConfig,
 } from "../config/config";
-import { GLOBAL_REGION, type Jurisdiction, type LocationHint, type RegionConfig } from "../config/regions";
+import { GLOBAL_REGION, type RegionConfig } from "../config/regions";
 
 /** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
 export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom" | "regions">;

@@ -1,6 +1,7 @@
 import { storeCallStarted, tracingStoreCalls } from "../../../durable-objects/contract/log";
-import { STORE_BINDINGS } from "../../../durable-objects/contract/verbs";
-import { type Jurisdiction, LOCATION_HINTS, type LocationHint } from "../config/regions";
+import type { Jurisdiction, LocationHint } from "../../../durable-objects/contract/places";
+import { stubAt, stubIn } from "../../../durable-objects/contract/shard-address";
+import type { STORE_BINDINGS } from "../../../durable-objects/contract/verbs";
 import type { Env } from "../platform/env";
 import { objectName, type ShardedStore, type ShardRef } from "./router";
 
@@ -43,18 +44,13 @@ function traced<T extends object>(stub: T, store: string, region: string): T {
   });
 }
 
-const ADDRESS = /^(?:(eu|us|fedramp)\/)?(([a-z]+):(?:[a-z][a-z0-9]{1,7}:)?g\d{1,2}:s\d{1,4})(?:@([a-z]{2,4}))?$/;
-
 /**
  * The stub of a shard by the address a write-behind item carries (router.ts shardAddress: a mail
  * retry's audit shard): the address is checked to be one of `store`'s shards, never any object of
- * the namespace.
+ * the namespace (durable-objects/contract/shard-address.ts, which the stores use too).
  */
 export function shardNamed<S extends ShardedStore>(env: EnvWith<S>, store: S, address: string): StubOf<S> {
-  const m = ADDRESS.exec(address);
-  if (!m || m[3] !== store || (m[4] && !(LOCATION_HINTS as readonly string[]).includes(m[4])))
-    throw new Error(`${address} is not a ${store} shard`);
-  return stubOf(env, store, m[2] as string, m[1] as Jurisdiction | undefined, m[4] as LocationHint | undefined);
+  return stubAt<StubOf<S>>(env, store, address);
 }
 
 function stubOf<S extends ShardedStore>(
@@ -64,40 +60,5 @@ function stubOf<S extends ShardedStore>(
   jurisdiction?: Jurisdiction,
   hint?: LocationHint,
 ): StubOf<S> {
-  let ns = (env as unknown as Env)[STORE_BINDINGS[store].binding] as unknown as DurableObjectNamespace;
-  let prefix = "";
-  if (jurisdiction) {
-    const inside = withinJurisdiction(
-      ns,
-      jurisdiction,
-      (env as { ENVIRONMENT?: unknown }).ENVIRONMENT === "production",
-    );
-    if (inside) ns = inside;
-    else prefix = `${jurisdiction}/`;
-  }
-  return ns.get(ns.idFromName(`${prefix}${name}`), hint ? { locationHint: hint } : undefined) as unknown as StubOf<S>;
-}
-
-let jurisdictionsMissing = false;
-
-/**
- * The namespace's jurisdictional subnamespace, or null in workerd, which has none ("Jurisdiction
- * restrictions are not implemented in workerd": local dev and tests). There a jurisdiction's objects
- * get names of their own (`eu/<name>`), so they stay apart from other regions' objects as they are
- * on Cloudflare. Any other failure is thrown, and so is this one in production (a self-hosted
- * workerd): an object is never placed outside its jurisdiction by a fallback.
- */
-function withinJurisdiction(
-  ns: DurableObjectNamespace,
-  jurisdiction: Jurisdiction,
-  production: boolean,
-): DurableObjectNamespace | null {
-  if (jurisdictionsMissing && !production) return null;
-  try {
-    return ns.jurisdiction(jurisdiction);
-  } catch (err) {
-    if (production || !(err instanceof Error && err.message.includes("not implemented in workerd"))) throw err;
-    jurisdictionsMissing = true;
-    return null;
-  }
+  return stubIn(env, store, name, jurisdiction, hint) as unknown as StubOf<S>;
 }

@@ -1,13 +1,13 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { randomToken } from "../../../../durable-objects/contract/crypto";
-import type { AppEnv } from "../../../shared/app/app";
 import { displayName } from "../../../shared/branding/display-name";
 import type { Config } from "../../../shared/config/config";
 import { normalizeEmail } from "../../../shared/people/email";
 import { newUserId } from "../../../shared/people/users";
 import { invalidRequest, OAuthError } from "../../../shared/platform/errors";
 import { json, type StreamedBody, streamingBody } from "../../../shared/platform/http";
+import type { AppEnv } from "../../../shared/request/context";
 import { parseId, shardAddress } from "../../../shared/routing/router";
 import { rememberInShards } from "../users";
 import { type EntityType, entityInput, entityTypes, grantInput } from "./model";

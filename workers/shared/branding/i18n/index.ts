@@ -1,4 +1,4 @@
-import { escapeHtml } from "../../platform/http";
+import { escapeHtml } from "../html";
 import { ar } from "./ar";
 import { type Catalogue, en, type MessageKey, type PluralForms } from "./en";
 import { fr } from "./fr";

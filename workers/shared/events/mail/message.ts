@@ -1,6 +1,6 @@
 import type { MailLook } from "../../branding/branding";
+import { escapeHtml } from "../../branding/html";
 import { Html, isLocale, translator } from "../../branding/i18n/index";
-import { escapeHtml } from "../../platform/http";
 
 /** A one-time-code message. The code is the only secret in it; it is never logged. */
 export interface OtpMessage {

@@ -1,7 +1,6 @@
-import type { AuditEvent, WebhookMessageInput } from "../../../../durable-objects/contract/verbs";
-import type { Env } from "../../platform/env";
-import { shardNamed } from "../../routing/stores";
-import { subscribes, webhookEventsOf, webhookMessage } from "./catalogue";
+import { subscribes, webhookEventsOf, webhookMessage } from "../workers/shared/events/webhooks/catalogue";
+import { stubAt } from "./contract/shard-address";
+import type { AuditEvent, WebhookMessageInput } from "./contract/verbs";
 
 /**
  * From the audit trail to the webhook queues (issue 25): called by a store's alarm with the events it
@@ -27,12 +26,20 @@ export function forgetWebhookSubscribers(): void {
   subscribers.clear();
 }
 
-export type WebhookHandOffEnv = Pick<Env, "DB"> & Partial<Pick<Env, "WEBHOOKS">>;
+/** A store's D1 and, in a deployment with webhooks, the WebhookOutbox binding (STORE_BINDINGS.webhook). */
+export interface WebhookHandOffEnv {
+  DB: D1Database;
+  WEBHOOKS?: object;
+}
+
+/** The one WebhookOutbox verb the hand-over calls (webhook-outbox.ts). */
+interface WebhookEnqueue {
+  enqueue(messages: WebhookMessageInput[], now: number): Promise<unknown>;
+}
 
 export async function handOffToWebhooks(env: WebhookHandOffEnv, events: AuditEvent[], now = Date.now()): Promise<void> {
   // A Worker without the webhook queues (none in this deployment's config) hands nothing over.
   if (!env.WEBHOOKS) return;
-  const queues = env as Pick<Env, "DB" | "WEBHOOKS">;
   const made = events.flatMap((event) => {
     try {
       return webhookEventsOf(event).map((w) => ({ event, w }));
@@ -70,6 +77,6 @@ export async function handOffToWebhooks(env: WebhookHandOffEnv, events: AuditEve
     }
   }
   await Promise.all(
-    [...byShard].map(([address, messages]) => shardNamed(queues, "webhook", address).enqueue(messages, now)),
+    [...byShard].map(([address, messages]) => stubAt<WebhookEnqueue>(env, "webhook", address).enqueue(messages, now)),
   );
 }

@@ -1,7 +1,7 @@
 import type { Context, Next } from "hono";
 import { timingSafeEqualString } from "../../../durable-objects/contract/crypto";
-import type { AppEnv } from "../app/app";
-import { OAuthError } from "./errors";
+import { OAuthError } from "../platform/errors";
+import type { AppEnv } from "./context";
 
 /** Middleware: the request carries `Authorization: Bearer <ADMIN_TOKEN>` (CONTRACT §5), else 401. */
 export async function requireAdmin(c: Context<AppEnv>, next: Next): Promise<void> {

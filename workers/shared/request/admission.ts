@@ -1,6 +1,6 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../app/app";
-import { OAuthError } from "./errors";
+import { OAuthError } from "../platform/errors";
+import type { AppEnv } from "./context";
 
 /**
  * Admission control for new work (a new authorization request, a refresh, userinfo, introspection,

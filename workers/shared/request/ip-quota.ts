@@ -1,8 +1,8 @@
 import type { Context } from "hono";
 import { hmac } from "../../../durable-objects/contract/crypto";
-import type { AppEnv } from "../app/app";
-import { OAuthError } from "./errors";
-import { NO_STORE } from "./http";
+import { OAuthError } from "../platform/errors";
+import { NO_STORE } from "../platform/http";
+import type { AppEnv } from "./context";
 
 /**
  * The client's address as Cloudflare reports it (`CF-Connecting-IP`, set by the edge and not

@@ -1,13 +1,13 @@
-import { randomToken } from "../../../durable-objects/contract/crypto";
-import { errorField, log } from "../../../durable-objects/contract/log";
-import type { AuditEvent, AuditKind } from "../../../durable-objects/contract/verbs";
-import type { AuditBuffer } from "../../../durable-objects/namespaces";
-import { type Routing, routeKey, shardAddress } from "../routing/router";
-import { shardNamed } from "../routing/stores";
+import { randomToken } from "./crypto";
+import { errorField, log } from "./log";
+import { stubAt } from "./shard-address";
+import type { AuditEvent, AuditKind } from "./verbs";
 
 /**
  * Making and handing over audit events, with no request in sight: what a Worker's handler
- * (audit.ts) and a Durable Object (MailOutbox) share. A leaf module: the stores may import it.
+ * (workers/shared/events/audit.ts) and a Durable Object (MailOutbox, WebhookOutbox) share. Which
+ * buffer an event goes to is the router's choice (events/audit.ts auditShardName); the event's shape
+ * and the hand-over are the contract's.
  */
 
 export interface AuditInput {
@@ -20,8 +20,14 @@ export interface AuditInput {
   tenant?: string | undefined;
 }
 
+/** The AuditBuffer binding (STORE_BINDINGS.audit), whichever class types it on the caller's side. */
 export interface AuditEnv {
-  AUDIT: DurableObjectNamespace<AuditBuffer>;
+  AUDIT: object;
+}
+
+/** The one AuditBuffer verb the hand-over calls (durable-objects/audit-buffer.ts). */
+interface AuditAppend {
+  append(events: AuditEvent[]): Promise<unknown>;
 }
 
 export function auditEvent(input: AuditInput, ip: string | null = null, at = Date.now()): AuditEvent {
@@ -38,19 +44,11 @@ export function auditEvent(input: AuditInput, ip: string | null = null, at = Dat
   };
 }
 
-/**
- * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
- * in order in one buffer), else at random. Placed in the region given (the request's), and named by its address (router.ts shardAddress).
- */
-export function auditShardName(routing: Routing, region: string, key?: string | null): string {
-  return shardAddress(routeKey(routing, "audit", key ?? randomToken(8), region));
-}
-
 /** Hands events to their buffer. Never throws: the audit trail must not fail a login. */
 export async function emitAudit(env: AuditEnv, shardName: string, events: AuditEvent[]): Promise<void> {
   if (events.length === 0) return;
   try {
-    await shardNamed(env, "audit", shardName).append(events);
+    await stubAt<AuditAppend>(env, "audit", shardName).append(events);
   } catch (err) {
     log("error", "audit: could not buffer", { kinds: events.map((e) => e.kind), error: errorField(err) });
   }
