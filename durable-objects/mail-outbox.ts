@@ -1,4 +1,4 @@
-import { loadMailConfig } from "../workers/shared/config/config";
+import { loadMailConfig } from "../workers/shared/config/mail-settings";
 import { attempt, mailerFor, type SealedOtp } from "../workers/shared/events/mail/transport";
 import type { AuditBuffer } from "./audit-buffer";
 import { auditEvent, emitAudit } from "./contract/audit-event";

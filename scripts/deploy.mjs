@@ -166,11 +166,12 @@ export function readSecrets(file) {
  */
 export async function checkProductionConfig(vars, secrets) {
   const mod = await import(pathToFileURL(join(ROOT, "workers", "shared", "config", "config.ts")).href);
+  const mail = await import(pathToFileURL(join(ROOT, "workers", "shared", "config", "mail-settings.ts")).href);
   const env = { ...vars, ...secrets };
   // The send_email binding is declared in the generated configs; stand in for it here.
   const withBinding = vars.MAIL_TRANSPORT === "send_email" ? { ...env, SEND_EMAIL: { send() {} } } : env;
   mod.loadConfig(withBinding);
-  mod.loadMailConfig(withBinding);
+  mail.loadMailConfig(withBinding);
 }
 
 /**

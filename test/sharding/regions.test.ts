@@ -1,7 +1,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
 import { hmac } from "../../durable-objects/contract/crypto";
-import { ConfigError, loadConfig } from "../../workers/shared/config/config";
+import { loadConfig } from "../../workers/shared/config/config";
+import { ConfigError } from "../../workers/shared/config/vars";
 import { regionLetter } from "../../workers/shared/oauth/device";
 
 import { regionFor, routeKey } from "../../workers/shared/routing/router";

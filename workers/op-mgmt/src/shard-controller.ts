@@ -1,6 +1,7 @@
 import { errorField, log } from "../../../durable-objects/contract/log";
-import { type Config, STORE_NAMES, type StoreName } from "../../shared/config/config";
+import type { Config } from "../../shared/config/config";
 import { MAX_SHARDS } from "../../shared/config/shard-plan";
+import { STORE_NAMES, type StoreName } from "../../shared/config/shards";
 import { recordAudit } from "../../shared/events/audit";
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";

@@ -1,14 +1,14 @@
 import type { Context } from "hono";
 import { z } from "zod";
+import type { Config } from "../../shared/config/config";
+import { MAX_SHARDS, planEntityShards, planFromRates, planShards } from "../../shared/config/shard-plan";
 import {
-  type Config,
   LIVE_STORES,
   type LiveStoreName,
   type ShardConfig,
   STORE_NAMES,
   type StoreName,
-} from "../../shared/config/config";
-import { MAX_SHARDS, planEntityShards, planFromRates, planShards } from "../../shared/config/shard-plan";
+} from "../../shared/config/shards";
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { auditMonths, monthBounds, pagesTable } from "../../../durable-objects/contract/audit-trail";
 import type { ShardStats } from "../../../durable-objects/contract/verbs";
 import { askPeers, type IsolateCounters, isolateSnapshot } from "../../shared/app/isolate";
-import { STORE_NAMES } from "../../shared/config/config";
+import { STORE_NAMES } from "../../shared/config/shards";
 import type { Env } from "../../shared/platform/env";
 import { json, NO_STORE } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";

@@ -8,7 +8,8 @@ import {
   setPathBase,
   traceStoreCalls,
 } from "../../../durable-objects/contract/log";
-import { type Config, ConfigError, loadConfig } from "../config/config";
+import { type Config, loadConfig } from "../config/config";
+import { ConfigError } from "../config/vars";
 import { errorResponse, OAuthError } from "../platform/errors";
 import { percentDecodesCleanly, watchBody } from "../platform/http";
 import { admitNewWork, finished, isNewWorkByPath, started } from "../request/admission";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JURISDICTIONS, LOCATION_HINTS } from "../../../durable-objects/contract/places";
+import { JURISDICTIONS, LOCATION_HINTS } from "../../../durable-objects/contract/places.ts";
 
 /**
  * Regions (issue 12): where a login's Durable Objects live. A region is a named placement, a

@@ -1,5 +1,6 @@
 import { errorField, log } from "../../../durable-objects/contract/log";
-import { type Config, LIVE_STORES, type LiveStoreName } from "../config/config";
+import type { Config } from "../config/config";
+import { LIVE_STORES, type LiveStoreName } from "../config/shards";
 import type { Env } from "../platform/env";
 import { unavailable } from "../platform/errors";
 import { withGenerations } from "./router";

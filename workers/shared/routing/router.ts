@@ -1,16 +1,16 @@
 import { createHmac } from "node:crypto";
 import { base64url, randomToken, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
 import type { Jurisdiction, LocationHint } from "../../../durable-objects/contract/places";
+import type { Config } from "../config/config";
+import { GLOBAL_REGION, type RegionConfig } from "../config/regions";
 import {
-  type Config,
   type Generations,
   type LiveStoreName,
   type ShardConfig,
   type ShardedName,
   type StoreName,
   shardConfig,
-} from "../config/config";
-import { GLOBAL_REGION, type RegionConfig } from "../config/regions";
+} from "../config/shards";
 
 /** Every sharded object: the five login stores, the mail outbox and the audit buffer. */
 export type ShardedStore = Exclude<keyof ShardConfig, "issueFrom" | "regions">;

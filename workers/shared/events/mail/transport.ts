@@ -1,5 +1,6 @@
 import type { MailLook } from "../../branding/branding";
-import type { Config, MailConfig } from "../../config/config";
+import type { Config } from "../../config/config";
+import type { MailConfig } from "../../config/mail-settings";
 import { HttpTransport } from "./http";
 import { MailError, type Mailer, type OtpMessage } from "./message";
 import { SendEmailTransport } from "./send-email";

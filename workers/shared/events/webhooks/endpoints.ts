@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { seal, unseal } from "../../../../durable-objects/contract/crypto";
-import { policyFields } from "../../config/config";
+import { policyFields } from "../../config/policy";
 
 /**
  * Webhook endpoints as D1 `webhook_endpoints` holds them (schema/0011), read by op-mgmt and by the
