@@ -1,6 +1,6 @@
 import type { Handler } from "hono";
 import type { z } from "zod";
-import type { AppEnv } from "../../shared/request/context";
+import type { AppEnv } from "../../../shared/request/context";
 
 /**
  * The admin API, one row per endpoint: op-mgmt registers its handlers from this table, and the
@@ -26,3 +26,6 @@ export interface AdminRoute {
    */
   scope: "tenant" | "platform" | "scoped";
 }
+
+/** The query parameters of a paginated list with an attribute filter. */
+export const LIST_QUERY = ["cursor", "limit", "attribute", "value"] as const;
