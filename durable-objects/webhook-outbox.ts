@@ -18,7 +18,7 @@ import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 /**
  * Webhook delivery (issue 25): one endpoint's messages live in one shard (the endpoint's `shard`,
- * chosen when it is created), queued by the stores' audit flush (workers/shared/events/webhooks/handoff.ts)
+ * chosen when it is created), queued by the stores' audit flush (durable-objects/webhook-handoff.ts)
  * and sent by this shard's alarm. At least once: a message is sent until a 2xx answers, with
  * exponential backoff and jitter, for `webhook_retry_window_seconds` (a day) from when it was queued;
  * then it is failed (the dead letter) and kept for replay. Nothing is kept in memory that a restart
