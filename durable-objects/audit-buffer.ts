@@ -1,4 +1,4 @@
-import type { AuditEvent } from "./contract";
+import type { AuditEvent } from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 export { AUDIT_BATCH, AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";

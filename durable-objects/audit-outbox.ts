@@ -1,5 +1,5 @@
-import { type AuditRow, auditWrites } from "../workers/shared/audit-trail";
-import type { AuditEvent } from "./contract";
+import { type AuditRow, auditWrites } from "./contract/audit-trail";
+import type { AuditEvent } from "./contract/verbs";
 
 /** A flush runs this long after the first buffered event... */
 export const AUDIT_FLUSH_DELAY_MS = 5_000;
@@ -26,7 +26,7 @@ type OutboxRow = Record<(typeof COLUMNS)[number] | "seq", SqlStorageValue>;
  *   transaction as the session it creates, so the event exists exactly when the thing it records does,
  *   and costs no call of its own);
  * - the AuditBuffer shards, for the events no store call carries (failures, logouts, admin changes).
- * The owner's alarm hands the rows to D1's trail (workers/shared/audit-trail.ts) in batches. Every D1
+ * The owner's alarm hands the rows to D1's trail (durable-objects/contract/audit-trail.ts) in batches. Every D1
  * row is keyed by what an event or a batch always has the same way, so a repeated flush (a crash
  * between the D1 write and the delete, or an evicted object sending a swapped-out table again) is
  * harmless.
@@ -204,7 +204,7 @@ export class AuditOutbox {
   }
 }
 
-/** One D1 batch: the events, into their months' tables (workers/shared/audit-trail.ts). */
+/** One D1 batch: the events, into their months' tables (durable-objects/contract/audit-trail.ts). */
 async function writeToD1(db: D1Database, rows: OutboxRow[]): Promise<void> {
   await db.batch(auditWrites(db, rows as unknown as AuditRow[]));
 }

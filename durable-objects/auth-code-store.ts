@@ -7,7 +7,7 @@ import type {
   RedeemCode,
   RedeemResult,
   StartDevice,
-} from "./contract";
+} from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 import { SPENT_CODES_TABLE, spendCode } from "./spent-codes";
 

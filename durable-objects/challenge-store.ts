@@ -1,6 +1,6 @@
-import { timingSafeEqualString } from "../workers/shared/crypto";
-import { errorField, log } from "../workers/shared/log";
-import { shardNamed } from "../workers/shared/stores";
+import { timingSafeEqualString } from "./contract/crypto";
+import { errorField, log } from "./contract/log";
+import { stubAt } from "./contract/shard-address";
 import {
   type CapturedRow,
   type CarriedLimits,
@@ -16,7 +16,7 @@ import {
   type RestoreCode,
   type VerifyChallenge,
   type VerifyResult,
-} from "./contract";
+} from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 /**
@@ -598,7 +598,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     if (!owed || (owed.unreported === 0 && owed.reset === 0)) return;
     this.#reporting.add(emailKey);
     try {
-      const home = shardNamed(this.env, "challenge", owed.home);
+      const home = stubAt<DurableObjectStub<ChallengeStore>>(this.env, "challenge", owed.home);
       const counts = await home.countAtHome({
         emailKey,
         failures: owed.unreported,
@@ -738,7 +738,9 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     try {
       const sources = JSON.parse(pending.sources) as string[];
       const carried = await Promise.all(
-        sources.map((address) => shardNamed(this.env, "challenge", address).limitsToCarry(emailKey, Date.now())),
+        sources.map((address) =>
+          stubAt<DurableObjectStub<ChallengeStore>>(this.env, "challenge", address).limitsToCarry(emailKey, Date.now()),
+        ),
       );
       this.ctx.storage.transactionSync(() => {
         const now = Date.now();

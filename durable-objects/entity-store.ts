@@ -11,7 +11,7 @@ import type {
   GrantsChanged,
   GrantWrite,
   SnapshotGrant,
-} from "./contract";
+} from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**

@@ -1,10 +1,10 @@
-import { auditEvent, emitAudit } from "../workers/shared/audit-event";
-import { loadMailConfig } from "../workers/shared/config";
-import { unseal } from "../workers/shared/crypto";
-import { outboxSealMaterial } from "../workers/shared/mail/outbox";
-import { attempt, mailerFor, type SealedOtp } from "../workers/shared/mail/transport";
+import { loadMailConfig } from "../workers/shared/config/mail-settings";
+import { attempt, mailerFor, type SealedOtp } from "../workers/shared/events/mail/transport";
 import type { AuditBuffer } from "./audit-buffer";
-import type { AuditEvent, OutboxItem } from "./contract";
+import { auditEvent, emitAudit } from "./contract/audit-event";
+import { unseal } from "./contract/crypto";
+import { outboxSealMaterial } from "./contract/mail-seal";
+import type { AuditEvent, OutboxItem } from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 interface OutboxEnv extends StoreEnv {

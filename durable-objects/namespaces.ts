@@ -7,7 +7,7 @@
 import type { AuditBuffer } from "./audit-buffer";
 import type { AuthCodeStore } from "./auth-code-store";
 import type { ChallengeStore } from "./challenge-store";
-import type { STORE_BINDINGS } from "./contract";
+import type { STORE_BINDINGS } from "./contract/verbs";
 import type { EntityStore } from "./entity-store";
 import type { MailOutbox } from "./mail-outbox";
 import type { RefreshTokenRotator } from "./refresh-token-rotator";

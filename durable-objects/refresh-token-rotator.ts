@@ -1,4 +1,10 @@
-import type { FamilyGrant, RotateRefresh, RotateResult, StartCodeFamily, StartCodeFamilyResult } from "./contract";
+import type {
+  FamilyGrant,
+  RotateRefresh,
+  RotateResult,
+  StartCodeFamily,
+  StartCodeFamilyResult,
+} from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**

@@ -1,4 +1,4 @@
-import type { LoginRef, RedeemCodeForLogin, RedeemForLoginResult } from "./contract";
+import type { LoginRef, RedeemCodeForLogin, RedeemForLoginResult } from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 import { SPENT_CODES_TABLE, spendCode } from "./spent-codes";
 

@@ -1,4 +1,4 @@
-import type { SessionInfo, StartSession } from "./contract";
+import type { SessionInfo, StartSession } from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**

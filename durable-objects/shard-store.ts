@@ -1,10 +1,10 @@
 import { DurableObject } from "cloudflare:workers";
-import { type D1Meter, meteredD1, newD1Meter } from "../workers/shared/d1-meter";
-import { errorField, log } from "../workers/shared/log";
-import { handOffToWebhooks, type WebhookHandOffEnv } from "../workers/shared/webhooks/handoff";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
-import type { AuditEvent, ShardStats } from "./contract";
+import { type D1Meter, meteredD1, newD1Meter } from "./contract/d1-meter";
+import { errorField, log } from "./contract/log";
+import type { AuditEvent, ShardStats } from "./contract/verbs";
 import { ExpiryBuckets } from "./expiry-buckets";
+import { handOffToWebhooks, type WebhookHandOffEnv } from "./webhook-handoff";
 
 export interface StoreEnv {
   /** Where the audit outbox flushes. */

@@ -1,4 +1,4 @@
-import type { RedeemCode, RedeemResult } from "./contract";
+import type { RedeemCode, RedeemResult } from "./contract/verbs";
 
 /**
  * Authorization codes spent (RFC 6749 §4.1.2: a code is used once), as the RevocationStore keeps them

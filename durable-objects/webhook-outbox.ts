@@ -1,24 +1,24 @@
-import { auditEvent } from "../workers/shared/audit-event";
-import { errorField, log } from "../workers/shared/log";
 import {
   liveSecrets,
   type WebhookEndpointRow,
   webhookPolicy,
   webhookUrlProblem,
-} from "../workers/shared/webhooks/endpoints";
-import { webhookHeaders } from "../workers/shared/webhooks/signature";
+} from "../workers/shared/events/webhooks/endpoints";
+import { webhookHeaders } from "../workers/shared/events/webhooks/signature";
+import { auditEvent } from "./contract/audit-event";
+import { errorField, log } from "./contract/log";
 import type {
   WebhookAttemptView,
   WebhookCounts,
   WebhookMessageInput,
   WebhookMessageStatus,
   WebhookMessageView,
-} from "./contract";
+} from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
 
 /**
  * Webhook delivery (issue 25): one endpoint's messages live in one shard (the endpoint's `shard`,
- * chosen when it is created), queued by the stores' audit flush (workers/shared/webhooks/handoff.ts)
+ * chosen when it is created), queued by the stores' audit flush (durable-objects/webhook-handoff.ts)
  * and sent by this shard's alarm. At least once: a message is sent until a 2xx answers, with
  * exponential backoff and jitter, for `webhook_retry_window_seconds` (a day) from when it was queued;
  * then it is failed (the dead letter) and kept for replay. Nothing is kept in memory that a restart

@@ -160,17 +160,18 @@ export function readSecrets(file) {
 }
 
 /**
- * What each Worker will parse at start-up, checked now with the same schema (workers/shared/config.ts),
+ * What each Worker will parse at start-up, checked now with the same schema (workers/shared/config/config.ts),
  * so a dev transport, a missing secret or an http issuer stops the deployment, not the first login.
  * @param {Record<string, string>} vars @param {Record<string, string>} secrets
  */
 export async function checkProductionConfig(vars, secrets) {
-  const mod = await import(pathToFileURL(join(ROOT, "workers", "shared", "config.ts")).href);
+  const mod = await import(pathToFileURL(join(ROOT, "workers", "shared", "config", "config.ts")).href);
+  const mail = await import(pathToFileURL(join(ROOT, "workers", "shared", "config", "mail-settings.ts")).href);
   const env = { ...vars, ...secrets };
   // The send_email binding is declared in the generated configs; stand in for it here.
   const withBinding = vars.MAIL_TRANSPORT === "send_email" ? { ...env, SEND_EMAIL: { send() {} } } : env;
   mod.loadConfig(withBinding);
-  mod.loadMailConfig(withBinding);
+  mail.loadMailConfig(withBinding);
 }
 
 /**
@@ -201,7 +202,7 @@ export function productionConfigs(o, databaseId) {
       // Requests reach the Workers only through the zone's routes, where Cloudflare's edge sets
       // CF-Connecting-IP (a client's own is overwritten): no *.workers.dev address (docs/security.md).
       workers_dev: false,
-      // A production build: dev-only routes and headers (workers/shared/build.d.ts) are cut from the
+      // A production build: dev-only routes and headers (workers/shared/platform/build.d.ts) are cut from the
       // bundle. Minified, since esbuild drops a dead branch's statements only when minifying; the
       // source maps go with it, so stack traces in the dashboard's logs still name the source.
       define: { __KEYWAY_DEV__: "false" },
@@ -246,7 +247,7 @@ export function tenantHosts(o) {
 /**
  * The Rate Limiting bindings' limit is a scale, not the quota: op-auth weighs each request by
  * POLICY's per-minute quota against it (RATE_LIMIT_SCALE and RATE_LIMIT_PERIOD_SECONDS in
- * workers/shared/ip-quota.ts). A config that changes them would change every quota silently.
+ * workers/shared/request/ip-quota.ts). A config that changes them would change every quota silently.
  * @param {string} path @param {{ name: string, simple?: { limit: number, period?: number } }} r
  */
 function checkedRateLimit(path, r) {

@@ -1,6 +1,6 @@
 // `npm run secrets:generate`: fresh production secrets for `npm run deploy`, in a file that never
 // leaves this machine (.keyway/ is gitignored): ADMIN_TOKEN, OTP_HMAC_SECRET, KEY_ENCRYPTION_SECRET,
-// MAIL_OUTBOX_SECRET (every `secret(...)` of workers/shared/config.ts) as 32 random bytes each, and
+// MAIL_OUTBOX_SECRET (every `secret(...)` of workers/shared/config/) as 32 random bytes each, and
 // the bootstrap signing keys SIGNING_KEY_RS256 (RSA-2048) and SIGNING_KEY_ES256 (P-256) as private JWKs.
 //   node scripts/secrets.mjs [--out .keyway/secrets.production.json] [--force]
 // The mail provider's credential is yours to add to the file: MAIL_API_KEY (http) or SMTP_PASSWORD (smtp).

@@ -25,7 +25,7 @@ function localQuotaHint(baseUrl, devVars, rate) {
     return ".dev.vars has a POLICY that is not JSON";
   }
   const need = Math.ceil(rate * 60 * 1.5);
-  // Unset means the defaults of workers/shared/config.ts, which are one person's scale, far below a run's.
+  // Unset means the defaults of workers/shared/config/policy.ts, which are one person's scale, far below a run's.
   const gen = policy.ip_generate_per_minute ?? 0;
   const ver = policy.ip_verify_per_minute ?? 0;
   if (gen >= need && ver >= need) return null;

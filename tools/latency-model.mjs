@@ -34,7 +34,7 @@ const STEPS = ["AuthorizeInit", "EmailCodeGenerate", "EmailCodeVerify", "Authori
 /** The prior system (docs/performance.md): 13 Durable Object calls in a row per login, first-touch placed. */
 const PRIOR_CALLS = 13;
 
-/** Parses `store@region.verb:start-end, ...` (workers/shared/log.ts formatTrace). */
+/** Parses `store@region.verb:start-end, ...` (durable-objects/contract/log.ts formatTrace). */
 function parseTrace(header) {
   if (!header) return [];
   return header.split(", ").map((item) => {

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm run plan -- --peak <logins/s> --typical <logins/s> [--refresh-per-login N] [--userinfo-per-s N] [--entities N]
-// Each store's shard count for that traffic, with its reasoning (workers/shared/shard-plan.ts, the same
+// Each store's shard count for that traffic, with its reasoning (workers/shared/config/shard-plan.ts, the same
 // code as POST /admin/v1/shards/plan), and the SHARDS value to deploy or append as a generation.
 //
 // npm run plan -- --measure <issuer URL> [--window 10] [--peak-factor 3]
@@ -8,7 +8,7 @@
 // /admin/v1/shards/plan with `measured`; ADMIN_TOKEN from the environment, else .dev.vars).
 import { parseArgs } from "node:util";
 import { readDevVars } from "../scripts/lib/local.mjs";
-import { planEntityShards, planShards } from "../workers/shared/shard-plan.ts";
+import { planEntityShards, planShards } from "../workers/shared/config/shard-plan.ts";
 
 const { values } = parseArgs({
   options: {

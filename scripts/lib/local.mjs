@@ -1,7 +1,7 @@
 // Shared by the local tooling (setup, dev, start, the e2e test): where things live, the local
 // secrets in .dev.vars, and the demo client's seed SQL.
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseEnv } from "node:util";
@@ -35,11 +35,15 @@ export const DEFAULT_PORT = 8787;
 
 /**
  * The random-string secrets the op-* Workers require: every `secret("NAME")` field of the strict
- * config schema (ADMIN_TOKEN, OTP_HMAC_SECRET, ...). Read from the source so that a secret added
+ * config schema in workers/shared/config/ (ADMIN_TOKEN, OTP_HMAC_SECRET, ...). Read from the source so that a secret added
  * there is generated here too; the strict schema would reject one it does not know.
  */
 function randomSecretNames() {
-  const source = readFileSync(join(ROOT, "workers", "shared", "config.ts"), "utf8");
+  const dir = join(ROOT, "workers", "shared", "config");
+  const source = readdirSync(dir)
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => readFileSync(join(dir, f), "utf8"))
+    .join("\n");
   const names = [...source.matchAll(/\bsecret\("([A-Z][A-Z0-9_]*)"\)/g)].map((m) => /** @type {string} */ (m[1]));
   return names.length ? [...new Set(names)] : ["ADMIN_TOKEN", "OTP_HMAC_SECRET"];
 }

@@ -1,6 +1,6 @@
 // Which Worker serves which paths of the issuer's host: the routes production deploys
 // (scripts/deploy.mjs). Locally (`npm run dev`, `npm start`) the dev gateway dispatches by the same
-// split, workers/routes.ts (`workerFor`); test/e2e/routes.test.ts checks that the two agree.
+// split, workers/shared/app/worker-routes.ts (`workerFor`); test/e2e/routes.test.ts checks that the two agree.
 
 /** Paths per Worker. op-auth's are listed one by one so the local gateway can keep `/demo`. */
 export const WORKER_PATHS = {

@@ -1,6 +1,5 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { sweepAuditEvents } from "../../workers/op-mgmt/src/retention";
 import {
   type AuditRow,
   auditMonths,
@@ -8,8 +7,9 @@ import {
   eventsTable,
   monthOf,
   pagesTable,
-} from "../../workers/shared/audit-trail";
-import { loadConfig } from "../../workers/shared/config";
+} from "../../durable-objects/contract/audit-trail";
+import { sweepAuditEvents } from "../../workers/op-mgmt/src/retention";
+import { loadConfig } from "../../workers/shared/config/config";
 import { auditEvents } from "../support/harness";
 import { createTenant } from "../tenants/support";
 

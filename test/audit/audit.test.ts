@@ -2,8 +2,8 @@ import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject 
 import { decodeJwt } from "jose";
 import { describe, expect, it, vi } from "vitest";
 import { AUDIT_FLUSH_DELAY_MS, type AuditBuffer } from "../../durable-objects/audit-buffer";
-import type { AuditEvent } from "../../durable-objects/contract";
-import { auditEvent } from "../../workers/shared/audit-event";
+import { auditEvent } from "../../durable-objects/contract/audit-event";
+import type { AuditEvent } from "../../durable-objects/contract/verbs";
 import {
   admin,
   auditEvents,

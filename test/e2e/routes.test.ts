@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { PRODUCTION_ROUTES, WORKER_PATHS } from "../../scripts/lib/routes.mjs";
-import { workerFor } from "../../workers/routes.ts";
+import { workerFor } from "../../workers/shared/app/worker-routes.ts";
 
 /** The route tables (production and `npm start`) and the gateway's `workerFor` must send every path to one Worker. */
 const PATHS = [

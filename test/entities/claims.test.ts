@@ -1,8 +1,8 @@
 import { env, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { auditEmailKey } from "../../workers/shared/audit";
-import { loadConfig } from "../../workers/shared/config";
-import { routeKey } from "../../workers/shared/router";
+import { loadConfig } from "../../workers/shared/config/config";
+import { auditEmailKey } from "../../workers/shared/events/audit";
+import { routeKey } from "../../workers/shared/routing/router";
 import {
   authorizeQuery,
   Browser,

@@ -2,7 +2,7 @@ import { createExecutionContext, createScheduledController, env, waitOnExecution
 import { describe, expect, it } from "vitest";
 import { MAX_JOB_BYTES, MAX_JOB_LINES } from "../../workers/op-mgmt/src/entities/imports";
 import mgmt from "../../workers/op-mgmt/src/index";
-import { loadConfig } from "../../workers/shared/config";
+import { loadConfig } from "../../workers/shared/config/config";
 import { policy, sql, uniqueEmail, withVars } from "../support/harness";
 import { createTenant } from "../tenants/support";
 import { entityStub, everyShard, homeOf, ndjson, type StoredEntity, scoped, typeName, unique } from "./support";

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:test";
 import { expect } from "vitest";
 import type { EntitySqlRow } from "../../durable-objects/entity-store";
-import { loadConfig } from "../../workers/shared/config";
-import { allShards, objectName } from "../../workers/shared/router";
+import { loadConfig } from "../../workers/shared/config/config";
+import { allShards, objectName } from "../../workers/shared/routing/router";
 import { admin, type TestEnv, uniqueEmail } from "../support/harness";
 
 /** An entity's row as its shard stores it. */

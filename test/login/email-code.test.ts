@@ -1,9 +1,9 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import authApp from "../../workers/op-auth/src/index";
-import { auditEmailKey } from "../../workers/shared/audit";
-import { loadConfig } from "../../workers/shared/config";
-import { routeKey } from "../../workers/shared/router";
+import { loadConfig } from "../../workers/shared/config/config";
+import { auditEmailKey } from "../../workers/shared/events/audit";
+import { routeKey } from "../../workers/shared/routing/router";
 import {
   admin,
   Browser,

@@ -1,6 +1,8 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { ConfigError, loadConfig, loadMailConfig } from "../../workers/shared/config";
+import { loadConfig } from "../../workers/shared/config/config";
+import { loadMailConfig } from "../../workers/shared/config/mail-settings";
+import { ConfigError } from "../../workers/shared/config/vars";
 
 /** A production env that parses: https issuer, a real transport, every secret. */
 const production = (vars: Record<string, string | undefined> = {}): Record<string, unknown> => {

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { loadMailConfig } from "../../workers/shared/config";
-import { HttpTransport } from "../../workers/shared/mail/http";
+import { loadMailConfig } from "../../workers/shared/config/mail-settings";
+import { HttpTransport } from "../../workers/shared/events/mail/http";
 import { Browser, pkce, registerClient, withVars } from "../support/harness";
 import { address, codeIn, failure, httpVars, peers, type ReceivedHttp, received } from "./support";
 

@@ -1,9 +1,9 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { MailOutbox } from "../../durable-objects/mail-outbox";
-import { auditEmailKey } from "../../workers/shared/audit";
-import { loadConfig } from "../../workers/shared/config";
-import { outboxShardName } from "../../workers/shared/mail/outbox";
+import { loadConfig } from "../../workers/shared/config/config";
+import { auditEmailKey } from "../../workers/shared/events/audit";
+import { outboxShardName } from "../../workers/shared/events/otp-mail";
 import {
   Browser,
   comparableHeaders,

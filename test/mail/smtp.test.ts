@@ -1,7 +1,7 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { loadMailConfig } from "../../workers/shared/config";
-import { SmtpTransport } from "../../workers/shared/mail/smtp";
+import { loadMailConfig } from "../../workers/shared/config/mail-settings";
+import { SmtpTransport } from "../../workers/shared/events/mail/smtp";
 import { Browser, pkce, registerClient, withVars } from "../support/harness";
 import { address, codeIn, failure, parseMime, peers, type ReceivedSmtp, received, smtpVars } from "./support";
 

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:test";
 import { expect } from "vitest";
-import { MailError } from "../../workers/shared/mail/message";
+import { MailError } from "../../workers/shared/events/mail/message";
 
 /** What the mail peers (test/support/global-setup.ts) accepted for an address. */
 export interface ReceivedHttp {

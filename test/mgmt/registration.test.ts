@@ -1,7 +1,7 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { auditEvent } from "../../workers/shared/audit-event";
-import { webhookEventsOf } from "../../workers/shared/webhooks/catalogue";
+import { auditEvent } from "../../durable-objects/contract/audit-event";
+import { webhookEventsOf } from "../../workers/shared/events/webhooks/catalogue";
 import {
   admin,
   auditEvents,

@@ -6,7 +6,7 @@ import {
   PEAK_CALLS_PER_SHARD,
   planEntityShards,
   planShards,
-} from "../../workers/shared/shard-plan";
+} from "../../workers/shared/config/shard-plan";
 import { admin, fullLogin, registerClient } from "../support/harness";
 
 describe("the shard planner (issue 13)", () => {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { errorResponse, OAuthError } from "../../workers/shared/errors";
-import { inRequest } from "../../workers/shared/log";
+import { inRequest } from "../../durable-objects/contract/log";
+import { errorResponse, OAuthError } from "../../workers/shared/platform/errors";
 
 /**
  * Storage that cannot take a write (a full or unwritable disk) is temporary from the caller's view:

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { contrast, lookOf } from "../../workers/shared/branding";
-import type { MessageKey } from "../../workers/shared/i18n/index";
-import { LOCALES, pickLocale, SUPPORTED_LOCALES, translator } from "../../workers/shared/i18n/index";
-import { renderOtpMail } from "../../workers/shared/mail/message";
+import { contrast, lookOf } from "../../workers/shared/branding/branding";
+import type { MessageKey } from "../../workers/shared/branding/i18n/index";
+import { LOCALES, pickLocale, SUPPORTED_LOCALES, translator } from "../../workers/shared/branding/i18n/index";
+import { renderOtpMail } from "../../workers/shared/events/mail/message";
 
 /**
  * The catalogues (issue 26): every language says everything English says, with the same

@@ -1,8 +1,8 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { loadConfig } from "../../workers/shared/config";
-import { hmac } from "../../workers/shared/crypto";
-import { objectName, routeKey } from "../../workers/shared/router";
+import { hmac } from "../../durable-objects/contract/crypto";
+import { loadConfig } from "../../workers/shared/config/config";
+import { objectName, routeKey } from "../../workers/shared/routing/router";
 import {
   authorizeQuery,
   Browser,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { backlogMs, finished, resetAdmission, started } from "../../workers/shared/admission";
+import { backlogMs, finished, resetAdmission, started } from "../../workers/shared/request/admission";
 import {
   admin,
   authorizeQuery,

@@ -7,9 +7,9 @@ import {
 } from "cloudflare:test";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import mgmt from "../../workers/op-mgmt/src/index";
-import { loadConfig } from "../../workers/shared/config";
-import { forgetLiveGenerations, withLiveShards } from "../../workers/shared/live-shards";
-import { allShards, DRAIN_MS, parseId } from "../../workers/shared/router";
+import { loadConfig } from "../../workers/shared/config/config";
+import { forgetLiveGenerations, withLiveShards } from "../../workers/shared/routing/live-shards";
+import { allShards, DRAIN_MS, parseId } from "../../workers/shared/routing/router";
 import {
   admin,
   fullLogin,

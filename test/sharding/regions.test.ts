@@ -1,11 +1,12 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
-import { ConfigError, loadConfig } from "../../workers/shared/config";
-import { hmac } from "../../workers/shared/crypto";
-import { regionLetter } from "../../workers/shared/device";
+import { hmac } from "../../durable-objects/contract/crypto";
+import { loadConfig } from "../../workers/shared/config/config";
+import { ConfigError } from "../../workers/shared/config/vars";
+import { regionLetter } from "../../workers/shared/oauth/device";
 
-import { regionFor, routeKey } from "../../workers/shared/router";
-import { shard } from "../../workers/shared/stores";
+import { regionFor, routeKey } from "../../workers/shared/routing/router";
+import { shard } from "../../workers/shared/routing/stores";
 import {
   admin,
   auditEvents,

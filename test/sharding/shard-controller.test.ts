@@ -1,8 +1,8 @@
 import { abortAllDurableObjects, env } from "cloudflare:test";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { runShardController } from "../../workers/op-mgmt/src/shard-controller";
-import { loadConfig } from "../../workers/shared/config";
-import { forgetLiveGenerations } from "../../workers/shared/live-shards";
+import { loadConfig } from "../../workers/shared/config/config";
+import { forgetLiveGenerations } from "../../workers/shared/routing/live-shards";
 import { admin, fullLogin, registerClient, uniqueEmail, withVars } from "../support/harness";
 
 async function clean() {

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:test";
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { loadConfig } from "../../workers/shared/config";
+import { loadConfig } from "../../workers/shared/config/config";
 import {
   currentGeneration,
   fnv1a,
@@ -15,7 +15,7 @@ import {
   routeKey,
   type ShardRef,
   shardAddress,
-} from "../../workers/shared/router";
+} from "../../workers/shared/routing/router";
 import { idParts } from "../support/harness";
 
 const randomKey = () => {

@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { RedeemCode } from "../../durable-objects/contract";
+import type { RedeemCode } from "../../durable-objects/contract/verbs";
 import { sql } from "../support/harness";
 
 const T0 = 1_900_000_000_000;

@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { OtpPolicy } from "../../durable-objects/contract";
+import type { OtpPolicy } from "../../durable-objects/contract/verbs";
 import { Browser, dumpShard, mailbox, pkce, registerClient, shardStub, sql, uniqueEmail } from "../support/harness";
 
 const P: OtpPolicy = {

@@ -1,6 +1,6 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import type { SessionInfo } from "../../durable-objects/contract";
+import type { SessionInfo } from "../../durable-objects/contract/verbs";
 import { sql } from "../support/harness";
 
 const T0 = 1_900_000_000_000;

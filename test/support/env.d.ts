@@ -1,5 +1,5 @@
 import type { D1Migration } from "cloudflare:test";
-import type { Env as KeywayEnv } from "../../workers/shared/env";
+import type { Env as KeywayEnv } from "../../workers/shared/platform/env";
 import type { MailPeers } from "./global-setup-types";
 
 declare global {

@@ -1,15 +1,15 @@
 import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
 import { createLocalJWKSet, type JWTPayload, jwtVerify } from "jose";
 import { expect, vi } from "vitest";
+import { auditMonths, eventsTable } from "../../durable-objects/contract/audit-trail";
 import authApp from "../../workers/op-auth/src/index";
 import mgmtApp from "../../workers/op-mgmt/src/index";
 import tokenApp from "../../workers/op-token/src/index";
-import { workerFor } from "../../workers/routes";
-import { auditMonths, eventsTable } from "../../workers/shared/audit-trail";
-import { codeGrantId } from "../../workers/shared/auth-code";
-import { loadConfig } from "../../workers/shared/config";
-import { parseId } from "../../workers/shared/router";
-import { openSealedId } from "../../workers/shared/sealed-id";
+import { workerFor } from "../../workers/shared/app/worker-routes";
+import { loadConfig } from "../../workers/shared/config/config";
+import { codeGrantId } from "../../workers/shared/oauth/auth-code";
+import { parseId } from "../../workers/shared/routing/router";
+import { openSealedId } from "../../workers/shared/routing/sealed-id";
 
 export const ISSUER = env.ISSUER;
 const apps = { "op-auth": authApp, "op-token": tokenApp, "op-mgmt": mgmtApp };
@@ -483,7 +483,7 @@ export async function codeFamilyShard(code: string): Promise<DurableObjectStub> 
   return stubForId("refresh", await codeGrant(code));
 }
 
-/** The grant id a login's code names (workers/shared/auth-code.ts `codeGrantId`). */
+/** The grant id a login's code names (workers/shared/oauth/auth-code.ts `codeGrantId`). */
 async function codeGrant(code: string): Promise<string> {
   const { grant } = (await openSealed<{ grant: { sid: string } }>("code", code)) as { grant: { sid: string } };
   const config = loadConfig(env as never);
@@ -606,7 +606,7 @@ export function comparableHeaders(res: Response): [string, string][] {
 
 /**
  * The audit trail in D1 as one table, for assertions: the months' tables and the table from before
- * them (workers/shared/audit-trail.ts). Use as `SELECT ... FROM ${await auditEvents()} WHERE ...`.
+ * them (durable-objects/contract/audit-trail.ts). Use as `SELECT ... FROM ${await auditEvents()} WHERE ...`.
  */
 export async function auditEvents(db: D1Database = env.DB): Promise<string> {
   const cols = "id, at, kind, user_id, email_key, client_id, ip, detail, tenant";

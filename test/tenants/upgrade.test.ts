@@ -2,8 +2,8 @@ import { applyD1Migrations, env } from "cloudflare:test";
 import { createHmac } from "node:crypto";
 import { decodeJwt } from "jose";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../workers/shared/config";
-import { parseId } from "../../workers/shared/router";
+import { loadConfig } from "../../workers/shared/config/config";
+import { parseId } from "../../workers/shared/routing/router";
 import { admin, fullLogin, type TestClient, type TestEnv, uniqueEmail } from "../support/harness";
 
 /**
@@ -26,7 +26,7 @@ beforeAll(async () => {
     env.TEST_MIGRATIONS.filter((m) => BEFORE_TENANTS(m.name)),
   );
   const now = Date.now();
-  // As today's main wrote them (workers/shared/users.ts, workers/op-mgmt/src/clients.ts before tenants).
+  // As today's main wrote them (workers/shared/people/users.ts, workers/op-mgmt/src/clients.ts before tenants).
   await db.batch([
     db
       .prepare("INSERT INTO users (id, email, name, created_at, updated_at, last_login_at) VALUES (?, ?, ?, ?, ?, ?)")
@@ -87,7 +87,7 @@ describe("the upgrade to tenants (schema/0009)", () => {
   });
 
   it("accepts a default-tenant id minted as the code before tenants minted it", () => {
-    // workers/shared/router.ts before tenants: `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC
+    // workers/shared/routing/router.ts before tenants: `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC
     // the first 16 bytes of HMAC-SHA-256(OTP_HMAC_SECRET, "id:" + body), base64url.
     const config = loadConfig(env);
     const body = "gr_global_0_1_AAAAAAAAAAAAAAAAAAAAAA";

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { loadConfig } from "../../workers/shared/config";
-import { issueSealedId } from "../../workers/shared/sealed-id";
+import { loadConfig } from "../../workers/shared/config/config";
+import { issueSealedId } from "../../workers/shared/routing/sealed-id";
 import {
   admin,
   basicAuth,

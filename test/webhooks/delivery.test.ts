@@ -1,8 +1,8 @@
 import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { webhookUrlProblem } from "../../workers/shared/webhooks/endpoints";
-import { forgetWebhookSubscribers } from "../../workers/shared/webhooks/handoff";
+import { forgetWebhookSubscribers } from "../../durable-objects/webhook-handoff";
+import { webhookUrlProblem } from "../../workers/shared/events/webhooks/endpoints";
 import {
   admin,
   auditEvents,

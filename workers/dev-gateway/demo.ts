@@ -1,6 +1,7 @@
 import { createLocalJWKSet, type JSONWebKeySet, type JWTPayload, jwtVerify } from "jose";
-import { base64url, randomToken } from "../shared/crypto";
-import { escapeHtml, getCookie, pageSecurityHeaders } from "../shared/http";
+import { base64url, randomToken } from "../../durable-objects/contract/crypto";
+import { escapeHtml } from "../shared/branding/html";
+import { getCookie, pageSecurityHeaders } from "../shared/platform/http";
 
 /**
  * The demo relying party (local only, served by the dev gateway at /demo): a public client that

@@ -1,4 +1,4 @@
-import { workerFor } from "../routes";
+import { workerFor } from "../shared/app/worker-routes";
 import { type DemoEnv, demo } from "./demo";
 
 interface GatewayEnv extends DemoEnv {

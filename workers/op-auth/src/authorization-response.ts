@@ -1,5 +1,6 @@
-import { randomToken } from "../../shared/crypto";
-import { escapeHtml, pageSecurityHeaders } from "../../shared/http";
+import { randomToken } from "../../../durable-objects/contract/crypto";
+import { escapeHtml } from "../../shared/branding/html";
+import { pageSecurityHeaders } from "../../shared/platform/http";
 
 /** How the authorization response reaches the client (OAuth 2.0 Multiple Response Types, Form Post Response Mode). */
 export type ResponseMode = "query" | "form_post";

@@ -1,9 +1,9 @@
-import type { AuthRequest } from "../../../durable-objects/contract";
-import { parseClaimsRequest } from "../../shared/claims-request";
-import type { Client } from "../../shared/clients";
-import { redirectUriAllowed } from "../../shared/clients";
-import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
-import { requestedResources } from "../../shared/resources";
+import type { AuthRequest } from "../../../durable-objects/contract/verbs";
+import { parseClaimsRequest } from "../../shared/oauth/claims-request";
+import type { Client } from "../../shared/oauth/clients";
+import { redirectUriAllowed } from "../../shared/oauth/clients";
+import { requestedResources } from "../../shared/oauth/resources";
+import { OAuthError, type OAuthErrorCode } from "../../shared/platform/errors";
 import type { ResponseMode } from "./authorization-response";
 import { invalidRequestPage } from "./errors";
 

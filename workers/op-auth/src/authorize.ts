@@ -1,14 +1,18 @@
 import type { Context } from "hono";
-import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract";
-import { type AppEnv, admitNewWork } from "../../shared/app";
-import { requestAuditEvent } from "../../shared/audit";
-import { type CodeGrant, issueCode } from "../../shared/auth-code";
-import { type Client, findClient } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import { sha256, timingSafeEqualString } from "../../shared/crypto";
-import { currentClaims } from "../../shared/entity-claims";
-import type { Env } from "../../shared/env";
-import { OAuthError } from "../../shared/errors";
+import { sha256, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
+import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
+import { admitNewWork } from "../../shared/app/app";
+import type { Config } from "../../shared/config/config";
+import { requestAuditEvent } from "../../shared/events/audit";
+import { type CodeGrant, issueCode } from "../../shared/oauth/auth-code";
+import { type Client, findClient } from "../../shared/oauth/clients";
+import { subjectFor } from "../../shared/oauth/subjects";
+import { type LoginClaims, projectClaims } from "../../shared/oauth/token-claims";
+import { verifyIdTokenHint } from "../../shared/oauth/tokens";
+import { currentClaims } from "../../shared/people/entity-claims";
+import type { User } from "../../shared/people/users";
+import type { Env } from "../../shared/platform/env";
+import { OAuthError } from "../../shared/platform/errors";
 import {
   clearCookie,
   cookieName,
@@ -19,12 +23,9 @@ import {
   parseForm,
   readBodyText,
   setCookie,
-} from "../../shared/http";
-import { shard } from "../../shared/stores";
-import { subjectFor } from "../../shared/subjects";
-import { type LoginClaims, projectClaims } from "../../shared/token-claims";
-import { verifyIdTokenHint } from "../../shared/tokens";
-import type { User } from "../../shared/users";
+} from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { shard } from "../../shared/routing/stores";
 import { authorizationResponse, type ResponseMode } from "./authorization-response";
 import { type ValidatedRequest, validateAuthorizeRequest } from "./authorize-request";
 import { invalidRequestPage, pageError, unreadable } from "./errors";

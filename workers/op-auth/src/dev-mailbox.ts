@@ -1,9 +1,9 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { normalizeEmail } from "../../shared/email";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE } from "../../shared/http";
-import { capturedMail } from "../../shared/mail/captured";
+import { capturedMail } from "../../shared/events/captured-mail";
+import { normalizeEmail } from "../../shared/people/email";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 
 /** CONTRACT §7: `GET /__dev/mailbox/{email}`, newest first. Exists only with MAIL_TRANSPORT=dev. */
 export async function devMailbox(c: Context<AppEnv>): Promise<Response> {

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { DEVICE_GRANT } from "../../shared/device";
-import { SUPPORTED_LOCALES } from "../../shared/i18n/index";
+import { SUPPORTED_LOCALES } from "../../shared/branding/i18n/index";
+import { DEVICE_GRANT } from "../../shared/oauth/device";
+import type { AppEnv } from "../../shared/request/context";
 import { RESPONSE_MODES, SUPPORTED_SCOPES } from "./authorize-request";
 import { REQUEST_OBJECT_ALGS } from "./request-object";
 

@@ -1,29 +1,29 @@
 import type { Context } from "hono";
+import { auditEvent } from "../../../durable-objects/contract/audit-event";
+import { hmac, randomDigits, randomToken, sha256 } from "../../../durable-objects/contract/crypto";
+import { errorField, log } from "../../../durable-objects/contract/log";
 import {
   type ClaimsSnapshot,
   LIMITS_CARRY_WINDOW_MS,
   type OtpPolicy,
   type VerifyResult,
-} from "../../../durable-objects/contract";
-import type { AppEnv } from "../../shared/app";
-import { audit, auditEmailKey } from "../../shared/audit";
-import { auditEvent } from "../../shared/audit-event";
-import { mailLookOf } from "../../shared/branding";
-import type { Config } from "../../shared/config";
-import { hmac, randomDigits, randomToken, sha256 } from "../../shared/crypto";
-import { normalizeEmail } from "../../shared/email";
-import { currentClaims } from "../../shared/entity-claims";
-import { OAuthError } from "../../shared/errors";
-import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/http";
-import type { MessageKey } from "../../shared/i18n/index";
-import { sourceKeyOf, takeIpQuota } from "../../shared/ip-quota";
-import { errorField, log } from "../../shared/log";
-import { isCaptured, sealCapturedMail } from "../../shared/mail/captured";
-import { deliverOtp, otpMessage } from "../../shared/mail/index";
-import { issueId, recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../shared/router";
-import { shard } from "../../shared/stores";
-import { type Projection, projectClaims } from "../../shared/token-claims";
-import { findOrCreateUser, findUserByEmail } from "../../shared/users";
+} from "../../../durable-objects/contract/verbs";
+import { mailLookOf } from "../../shared/branding/branding";
+import type { MessageKey } from "../../shared/branding/i18n/index";
+import type { Config } from "../../shared/config/config";
+import { audit, auditEmailKey } from "../../shared/events/audit";
+import { isCaptured, sealCapturedMail } from "../../shared/events/captured-mail";
+import { deliverOtp, otpMessage } from "../../shared/events/otp-mail";
+import { type Projection, projectClaims } from "../../shared/oauth/token-claims";
+import { normalizeEmail } from "../../shared/people/email";
+import { currentClaims } from "../../shared/people/entity-claims";
+import { findOrCreateUser, findUserByEmail } from "../../shared/people/users";
+import { OAuthError } from "../../shared/platform/errors";
+import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { sourceKeyOf, takeIpQuota } from "../../shared/request/ip-quota";
+import { issueId, recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 import { pageError } from "./errors";
 import { type LoginOutcome, type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
 import type { PageMessage } from "./pages/layout";

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { errorResponse, OAuthError, type OAuthErrorCode } from "../../shared/errors";
-import { type MessageKey, translator } from "../../shared/i18n/index";
+import { type MessageKey, translator } from "../../shared/branding/i18n/index";
+import { errorResponse, OAuthError, type OAuthErrorCode } from "../../shared/platform/errors";
+import type { AppEnv } from "../../shared/request/context";
 import { authorizationResponse } from "./authorization-response";
 import { errorPage } from "./pages/notices";
 import { requestUi } from "./pages/ui";

@@ -1,6 +1,6 @@
-import { workerFor } from "../../routes";
-import { createApp, methodNotAllowed } from "../../shared/app";
-import type { Env } from "../../shared/env";
+import { createApp, methodNotAllowed } from "../../shared/app/app";
+import { workerFor } from "../../shared/app/worker-routes";
+import type { Env } from "../../shared/platform/env";
 import { authorize } from "./authorize";
 import { devMailbox } from "./dev-mailbox";
 import { deviceDecision, devicePage } from "./device";

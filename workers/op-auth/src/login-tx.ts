@@ -1,9 +1,9 @@
-import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract";
-import type { Config } from "../../shared/config";
-import { sha256 } from "../../shared/crypto";
-import { currentGeneration, type ParsedId, shardsIn } from "../../shared/router";
-import { issueSealedId, openSealedId, sealOnto } from "../../shared/sealed-id";
-import type { LoginClaims, TokenClaimsTemplate } from "../../shared/token-claims";
+import { sha256 } from "../../../durable-objects/contract/crypto";
+import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
+import type { Config } from "../../shared/config/config";
+import type { LoginClaims, TokenClaimsTemplate } from "../../shared/oauth/token-claims";
+import { currentGeneration, type ParsedId, shardsIn } from "../../shared/routing/router";
+import { issueSealedId, openSealedId, sealOnto } from "../../shared/routing/sealed-id";
 import type { TxUi } from "./pages/ui";
 
 /**

@@ -1,5 +1,8 @@
 import type { Context } from "hono";
 import { z } from "zod";
+import { randomToken, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
+import { askPeers } from "../../shared/app/isolate";
+import { audit } from "../../shared/events/audit";
 import {
   authProof,
   createSchema,
@@ -7,21 +10,18 @@ import {
   PROOF_FIXED,
   registrationProblems,
   updateClient,
-} from "../../op-mgmt/src/clients";
-import type { AppEnv } from "../../shared/app";
-import { audit } from "../../shared/audit";
-import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/clients";
-import { randomToken, timingSafeEqualString } from "../../shared/crypto";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE, parseJsonObject, readBodyText } from "../../shared/http";
-import { askPeers } from "../../shared/isolate";
-import { fetchClientDocument, OutboundFetchError } from "../../shared/outbound-fetch";
+} from "../../shared/oauth/client-registration";
+import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/oauth/clients";
+import { fetchClientDocument, OutboundFetchError } from "../../shared/oauth/outbound-fetch";
 import {
   hashInitialAccessToken,
   hashRegistrationAccessToken,
   INITIAL_TOKEN_PREFIX,
   REGISTRATION_TOKEN_PREFIX,
-} from "../../shared/registration-tokens";
+} from "../../shared/oauth/registration-tokens";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE, parseJsonObject, readBodyText } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 
 /**
  * Dynamic Client Registration (issue 40, CONTRACT §9): RFC 7591 and OpenID Connect Dynamic Client

@@ -1,8 +1,8 @@
 import { decodeProtectedHeader, type JWTPayload, UnsecuredJWT } from "jose";
-import { ClientKeysUnavailable, verifyWithClientKeys } from "../../shared/client-keys";
-import { type Client, redirectUriAllowed } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
+import type { Config } from "../../shared/config/config";
+import { ClientKeysUnavailable, verifyWithClientKeys } from "../../shared/oauth/client-keys";
+import { type Client, redirectUriAllowed } from "../../shared/oauth/clients";
+import { OAuthError, type OAuthErrorCode } from "../../shared/platform/errors";
 import { invalidRequestPage } from "./errors";
 
 /** Discovery's `request_object_signing_alg_values_supported`: `none` only for a client registered with it. */

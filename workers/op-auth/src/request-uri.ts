@@ -1,7 +1,7 @@
-import { type Client, redirectUriAllowed } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import { OAuthError, type OAuthErrorCode } from "../../shared/errors";
-import { fetchClientDocument, OutboundFetchError } from "../../shared/outbound-fetch";
+import type { Config } from "../../shared/config/config";
+import { type Client, redirectUriAllowed } from "../../shared/oauth/clients";
+import { fetchClientDocument, OutboundFetchError } from "../../shared/oauth/outbound-fetch";
+import { OAuthError, type OAuthErrorCode } from "../../shared/platform/errors";
 import { invalidRequestPage } from "./errors";
 import { withRequestObject } from "./request-object";
 

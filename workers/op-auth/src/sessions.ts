@@ -1,12 +1,12 @@
-import type { SessionInfo } from "../../../durable-objects/contract";
-import type { Config } from "../../shared/config";
-import { sha256 } from "../../shared/crypto";
-import type { Env } from "../../shared/env";
-import { cookieName, getCookie } from "../../shared/http";
-import { type ParsedId, parseId } from "../../shared/router";
-import { shard } from "../../shared/stores";
-import { isRevoked } from "../../shared/tokens";
-import { findUser, type User, userStillValid } from "../../shared/users";
+import { sha256 } from "../../../durable-objects/contract/crypto";
+import type { SessionInfo } from "../../../durable-objects/contract/verbs";
+import type { Config } from "../../shared/config/config";
+import { isRevoked } from "../../shared/oauth/tokens";
+import { findUser, type User, userStillValid } from "../../shared/people/users";
+import type { Env } from "../../shared/platform/env";
+import { cookieName, getCookie } from "../../shared/platform/http";
+import { type ParsedId, parseId } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 
 export const TX_COOKIE = "kw_tx";
 export const SESSION_COOKIE = "kw_session";

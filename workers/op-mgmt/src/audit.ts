@@ -1,7 +1,4 @@
 import type { Context, Next } from "hono";
-import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract";
-import type { AppEnv } from "../../shared/app";
-import { audit, auditEmailKey } from "../../shared/audit";
 import {
   auditMonths,
   eventsTable,
@@ -9,10 +6,13 @@ import {
   PAGE_SPAN_MS,
   type PagedEvent,
   pagesTable,
-} from "../../shared/audit-trail";
-import { normalizeEmail } from "../../shared/email";
-import { OAuthError } from "../../shared/errors";
-import { json } from "../../shared/http";
+} from "../../../durable-objects/contract/audit-trail";
+import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract/verbs";
+import { audit, auditEmailKey } from "../../shared/events/audit";
+import { normalizeEmail } from "../../shared/people/email";
+import { OAuthError } from "../../shared/platform/errors";
+import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { queryLimit, readCursor, writeCursor } from "./validation";
 
 const MAX_LIMIT = 1000;

@@ -1,9 +1,9 @@
-import { createApp } from "../../shared/app";
-import { loadConfig } from "../../shared/config";
-import type { Env } from "../../shared/env";
-import { OAuthError } from "../../shared/errors";
-import { retireDrainedGenerations } from "../../shared/live-shards";
-import { log } from "../../shared/log";
+import { log } from "../../../durable-objects/contract/log";
+import { createApp } from "../../shared/app/app";
+import { loadConfig } from "../../shared/config/config";
+import type { Env } from "../../shared/platform/env";
+import { OAuthError } from "../../shared/platform/errors";
+import { retireDrainedGenerations } from "../../shared/routing/live-shards";
 import { auditAdminChanges } from "./audit";
 import { markInterruptedImports } from "./entities/imports";
 import { scheduledRotation } from "./keys";

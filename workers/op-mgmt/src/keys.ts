@@ -1,12 +1,12 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { audit, recordAudit } from "../../shared/audit";
-import type { Config } from "../../shared/config";
-import type { Env } from "../../shared/env";
-import { json } from "../../shared/http";
-import { keyRing, rotateSigningKeys } from "../../shared/keys";
-import { log } from "../../shared/log";
-import { type TenantRow, tenantFromRow, tenantView } from "../../shared/tenants";
+import { log } from "../../../durable-objects/contract/log";
+import type { Config } from "../../shared/config/config";
+import { audit, recordAudit } from "../../shared/events/audit";
+import { keyRing, rotateSigningKeys } from "../../shared/oauth/keys";
+import type { Env } from "../../shared/platform/env";
+import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { type TenantRow, tenantFromRow, tenantView } from "../../shared/tenancy/tenants";
 
 /** `GET /admin/v1/keys`: the published keys and which one signs, per algorithm. */
 export async function listKeys(c: Context<AppEnv>): Promise<Response> {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { AdminRoute } from "./routes";
+import type { AdminRoute } from "./routes/admin-route";
 
 const ERROR = {
   type: "object",

@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../shared/app";
-import { randomToken } from "../../shared/crypto";
-import { displayName } from "../../shared/display-name";
-import { OAuthError } from "../../shared/errors";
-import { json } from "../../shared/http";
-import { hashInitialAccessToken, INITIAL_TOKEN_PREFIX } from "../../shared/registration-tokens";
+import { randomToken } from "../../../durable-objects/contract/crypto";
+import { displayName } from "../../shared/branding/display-name";
+import { hashInitialAccessToken, INITIAL_TOKEN_PREFIX } from "../../shared/oauth/registration-tokens";
+import { OAuthError } from "../../shared/platform/errors";
+import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { body, queryLimit } from "./validation";
 
 /**

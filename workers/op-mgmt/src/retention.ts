@@ -1,7 +1,7 @@
-import { dropMonthsBefore } from "../../shared/audit-trail";
-import type { Config } from "../../shared/config";
-import type { Env } from "../../shared/env";
-import { DEFAULT_TENANT } from "../../shared/router";
+import { dropMonthsBefore } from "../../../durable-objects/contract/audit-trail";
+import type { Config } from "../../shared/config/config";
+import type { Env } from "../../shared/platform/env";
+import { DEFAULT_TENANT } from "../../shared/routing/router";
 
 /** Rows one statement deletes: small enough to stay far inside D1's per-query time limit. */
 export const RETENTION_BATCH = 5_000;
@@ -13,7 +13,7 @@ const TENANTS_PER_CALL = 100;
 
 /**
  * Audit retention, so the trail does not grow toward D1's database size limit. A month's tables
- * (workers/shared/audit-trail.ts) are dropped whole once the month has passed `audit_retention_days`:
+ * (durable-objects/contract/audit-trail.ts) are dropped whole once the month has passed `audit_retention_days`:
  * no row is deleted, so none is billed (issue 28). Until then the trail's reads leave out what is past
  * retention. Then the table from before the months: its events older than retention, oldest first,
  * tenant by tenant, in batches. That table is keyed by (tenant, at, id) (schema/0013), so each batch

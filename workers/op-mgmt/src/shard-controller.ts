@@ -1,13 +1,13 @@
-import { recordAudit } from "../../shared/audit";
-import { type Config, STORE_NAMES, type StoreName } from "../../shared/config";
-import type { Env } from "../../shared/env";
-import { OAuthError } from "../../shared/errors";
-import { withLiveShards } from "../../shared/live-shards";
-import { errorField, log } from "../../shared/log";
-
-import { currentGeneration, type Placement, placementOf } from "../../shared/router";
-import { MAX_SHARDS } from "../../shared/shard-plan";
-import { shard } from "../../shared/stores";
+import { errorField, log } from "../../../durable-objects/contract/log";
+import type { Config } from "../../shared/config/config";
+import { MAX_SHARDS } from "../../shared/config/shard-plan";
+import { STORE_NAMES, type StoreName } from "../../shared/config/shards";
+import { recordAudit } from "../../shared/events/audit";
+import type { Env } from "../../shared/platform/env";
+import { OAuthError } from "../../shared/platform/errors";
+import { withLiveShards } from "../../shared/routing/live-shards";
+import { currentGeneration, type Placement, placementOf } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 import { appendShardGeneration } from "./shards";
 
 /**

@@ -1,18 +1,19 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../shared/app";
+import type { Config } from "../../shared/config/config";
+import { MAX_SHARDS, planEntityShards, planFromRates, planShards } from "../../shared/config/shard-plan";
 import {
-  type Config,
   LIVE_STORES,
   type LiveStoreName,
   type ShardConfig,
   STORE_NAMES,
   type StoreName,
-} from "../../shared/config";
-import type { Env } from "../../shared/env";
-import { OAuthError } from "../../shared/errors";
-import { json } from "../../shared/http";
-import { forgetLiveGenerations } from "../../shared/live-shards";
+} from "../../shared/config/shards";
+import type { Env } from "../../shared/platform/env";
+import { OAuthError } from "../../shared/platform/errors";
+import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { forgetLiveGenerations } from "../../shared/routing/live-shards";
 import {
   allShards,
   currentGeneration,
@@ -20,9 +21,8 @@ import {
   ID_GENERATIONS,
   placementOf,
   shardsIn,
-} from "../../shared/router";
-import { MAX_SHARDS, planEntityShards, planFromRates, planShards } from "../../shared/shard-plan";
-import { shard } from "../../shared/stores";
+} from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 import { body } from "./validation";
 
 /**
@@ -113,7 +113,7 @@ export const planInput = z.union([trafficInput, measuredInput]);
 
 /**
  * `POST /admin/v1/shards/plan` (issue 13): each store's shard count for the traffic given, with its
- * reasoning, and the SHARDS value it makes (workers/shared/shard-plan.ts, as `npm run plan`). With
+ * reasoning, and the SHARDS value it makes (workers/shared/config/shard-plan.ts, as `npm run plan`). With
  * `{"measured": {...}}`, for the traffic the stores take now instead: every shard's served counter is
  * read twice, `window_seconds` apart, and each region gets its own plan from its own calls a second
  * (docs/sharding.md, per-region counts). Reading every shard wakes idle ones: admin use only.

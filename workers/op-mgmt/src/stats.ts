@@ -1,13 +1,13 @@
 import type { Context } from "hono";
-import type { ShardStats } from "../../../durable-objects/contract";
-import type { AppEnv } from "../../shared/app";
-import { auditMonths, monthBounds, pagesTable } from "../../shared/audit-trail";
-import { STORE_NAMES } from "../../shared/config";
-import type { Env } from "../../shared/env";
-import { json, NO_STORE } from "../../shared/http";
-import { askPeers, type IsolateCounters, isolateSnapshot } from "../../shared/isolate";
-import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/router";
-import { shard } from "../../shared/stores";
+import { auditMonths, monthBounds, pagesTable } from "../../../durable-objects/contract/audit-trail";
+import type { ShardStats } from "../../../durable-objects/contract/verbs";
+import { askPeers, type IsolateCounters, isolateSnapshot } from "../../shared/app/isolate";
+import { STORE_NAMES } from "../../shared/config/shards";
+import type { Env } from "../../shared/platform/env";
+import { json, NO_STORE } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 
 /** The counters a store's shards sum to, and the deployment's totals sum over stores. */
 const SUMMED = [

@@ -1,18 +1,18 @@
 import type { Context, Next } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../shared/app";
-import { brandingSchema } from "../../shared/branding";
-import type { Config } from "../../shared/config";
-import { randomToken, sha256, timingSafeEqualString } from "../../shared/crypto";
-import { displayName } from "../../shared/display-name";
-import type { Env } from "../../shared/env";
-import { OAuthError } from "../../shared/errors";
-import { json } from "../../shared/http";
-import { LOCALE_TAGS } from "../../shared/i18n/locales";
-import { askPeers } from "../../shared/isolate";
-import { firstKeyStatements, forgetKeyRing } from "../../shared/keys";
-import { allShards, DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/router";
-import { shard } from "../../shared/stores";
+import { randomToken, sha256, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
+import { askPeers } from "../../shared/app/isolate";
+import { brandingSchema } from "../../shared/branding/branding";
+import { displayName } from "../../shared/branding/display-name";
+import { LOCALE_TAGS } from "../../shared/branding/i18n/locales";
+import type { Config } from "../../shared/config/config";
+import { firstKeyStatements, forgetKeyRing } from "../../shared/oauth/keys";
+import type { Env } from "../../shared/platform/env";
+import { OAuthError } from "../../shared/platform/errors";
+import { json } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { allShards, DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 import {
   forgetTenant,
   type Tenant,
@@ -22,7 +22,7 @@ import {
   tenantPolicySchema,
   tenantSettingsSchema,
   tenantView,
-} from "../../shared/tenants";
+} from "../../shared/tenancy/tenants";
 import { body, queryLimit } from "./validation";
 
 /**

@@ -1,9 +1,9 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { normalizeEmail } from "../../shared/email";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE } from "../../shared/http";
-import { capturedMail, isLoadTestAddress } from "../../shared/mail/captured";
+import { capturedMail, isLoadTestAddress } from "../../shared/events/captured-mail";
+import { normalizeEmail } from "../../shared/people/email";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 
 /**
  * `GET /admin/v1/test-mailbox/{email}`: the codes mailed to a load-test address, for k6 runs against

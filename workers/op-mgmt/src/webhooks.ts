@@ -1,15 +1,15 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { WebhookMessageStatus } from "../../../durable-objects/contract";
-import type { AppEnv } from "../../shared/app";
-import { randomToken } from "../../shared/crypto";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE } from "../../shared/http";
-import { routeKey, shardAddress } from "../../shared/router";
-import { shardNamed } from "../../shared/stores";
-import { WEBHOOK_EVENT_TYPES, webhookMessage } from "../../shared/webhooks/catalogue";
-import { sealWebhookSecret, type WebhookEndpointRow, webhookUrlProblem } from "../../shared/webhooks/endpoints";
-import { newWebhookSecret } from "../../shared/webhooks/signature";
+import { randomToken } from "../../../durable-objects/contract/crypto";
+import type { WebhookMessageStatus } from "../../../durable-objects/contract/verbs";
+import { WEBHOOK_EVENT_TYPES, webhookMessage } from "../../shared/events/webhooks/catalogue";
+import { sealWebhookSecret, type WebhookEndpointRow, webhookUrlProblem } from "../../shared/events/webhooks/endpoints";
+import { newWebhookSecret } from "../../shared/events/webhooks/signature";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { routeKey, shardAddress } from "../../shared/routing/router";
+import { shardNamed } from "../../shared/routing/stores";
 import { body, queryLimit } from "./validation";
 
 /**

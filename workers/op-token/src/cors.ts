@@ -1,8 +1,8 @@
 import type { Context, Next } from "hono";
-import type { AppEnv } from "../../shared/app";
-import type { Client } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import type { Env } from "../../shared/env";
+import type { Config } from "../../shared/config/config";
+import type { Client } from "../../shared/oauth/clients";
+import type { Env } from "../../shared/platform/env";
+import type { AppEnv } from "../../shared/request/context";
 
 /**
  * CORS for the token, userinfo, revocation and introspection endpoints: only origins a client

@@ -1,13 +1,13 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { authenticateClient, type Client } from "../../shared/clients";
-import { sha256 } from "../../shared/crypto";
-import { DEVICE_GRANT, deviceShard, formatUserCode, newUserCode } from "../../shared/device";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE, readForm } from "../../shared/http";
-import { takeIpQuota } from "../../shared/ip-quota";
-import { issueId, tenantScoped } from "../../shared/router";
-import { shard } from "../../shared/stores";
+import { sha256 } from "../../../durable-objects/contract/crypto";
+import { authenticateClient, type Client } from "../../shared/oauth/clients";
+import { DEVICE_GRANT, deviceShard, formatUserCode, newUserCode } from "../../shared/oauth/device";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE, readForm } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { takeIpQuota } from "../../shared/request/ip-quota";
+import { issueId, tenantScoped } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 import { corsClient } from "./cors";
 
 const OIDC_SCOPES = ["openid", "email", "profile", "offline_access"];

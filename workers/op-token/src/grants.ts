@@ -1,9 +1,9 @@
-import type { Config } from "../../shared/config";
-import { sha256 } from "../../shared/crypto";
-import type { Env } from "../../shared/env";
-import { parseId } from "../../shared/router";
-import { shard } from "../../shared/stores";
-import { revokeInSidShard } from "../../shared/tokens";
+import { sha256 } from "../../../durable-objects/contract/crypto";
+import type { Config } from "../../shared/config/config";
+import { revokeInSidShard } from "../../shared/oauth/tokens";
+import type { Env } from "../../shared/platform/env";
+import { parseId } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 
 /**
  * A grant is what one login (or one code) gave a client: a refresh family and the access tokens

@@ -1,4 +1,4 @@
-import { createApp, methodNotAllowed } from "../../shared/app";
+import { createApp, methodNotAllowed } from "../../shared/app/app";
 import { cors } from "./cors";
 import { deviceAuthorization } from "./device-authorization";
 import { introspect } from "./introspect";

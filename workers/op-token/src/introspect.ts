@@ -1,9 +1,9 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { authenticateClient } from "../../shared/clients";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE, readForm } from "../../shared/http";
-import { subjectFor } from "../../shared/subjects";
+import { authenticateClient } from "../../shared/oauth/clients";
+import { subjectFor } from "../../shared/oauth/subjects";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE, readForm } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { corsClient } from "./cors";
 import { lookupToken } from "./token-lookup";
 

@@ -1,11 +1,11 @@
-import type { FamilyGrant } from "../../../durable-objects/contract";
-import type { Client } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import type { Env } from "../../shared/env";
-import { sealUserId, subjectFor } from "../../shared/subjects";
-import { tokenClaimsOf } from "../../shared/token-claims";
-import { signAccessToken, signIdToken } from "../../shared/tokens";
-import { findUser } from "../../shared/users";
+import type { FamilyGrant } from "../../../durable-objects/contract/verbs";
+import type { Config } from "../../shared/config/config";
+import type { Client } from "../../shared/oauth/clients";
+import { sealUserId, subjectFor } from "../../shared/oauth/subjects";
+import { tokenClaimsOf } from "../../shared/oauth/token-claims";
+import { signAccessToken, signIdToken } from "../../shared/oauth/tokens";
+import { findUser } from "../../shared/people/users";
+import type { Env } from "../../shared/platform/env";
 
 export interface TokenResponse {
   access_token: string;

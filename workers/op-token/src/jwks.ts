@@ -1,6 +1,6 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { keyRing } from "../../shared/keys";
+import { keyRing } from "../../shared/oauth/keys";
+import type { AppEnv } from "../../shared/request/context";
 
 /**
  * `GET /jwks.json` (OIDC Discovery `jwks_uri`): the public keys, current and next, each with kid, alg

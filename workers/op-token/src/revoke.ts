@@ -1,10 +1,10 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { audit, loginRegion } from "../../shared/audit";
-import { authenticateClient } from "../../shared/clients";
-import { OAuthError } from "../../shared/errors";
-import { NO_STORE, readForm } from "../../shared/http";
-import { revokeClientToken, revokeInSidShard } from "../../shared/tokens";
+import { audit, loginRegion } from "../../shared/events/audit";
+import { authenticateClient } from "../../shared/oauth/clients";
+import { revokeClientToken, revokeInSidShard } from "../../shared/oauth/tokens";
+import { OAuthError } from "../../shared/platform/errors";
+import { NO_STORE, readForm } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { corsClient } from "./cors";
 import { revokeGrant } from "./grants";
 import { lookupToken } from "./token-lookup";

@@ -1,19 +1,19 @@
-import type { FamilyGrant } from "../../../durable-objects/contract";
-import { findClient } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import { sha256 } from "../../shared/crypto";
-import type { Env } from "../../shared/env";
-import { parseId } from "../../shared/router";
-import { shard } from "../../shared/stores";
-import { userIdOf } from "../../shared/subjects";
+import { sha256 } from "../../../durable-objects/contract/crypto";
+import type { FamilyGrant } from "../../../durable-objects/contract/verbs";
+import type { Config } from "../../shared/config/config";
+import { findClient } from "../../shared/oauth/clients";
+import { userIdOf } from "../../shared/oauth/subjects";
 import {
   type AccessTokenClaims,
   type ClientTokenClaims,
   isClientTokenRevoked,
   isRevoked,
   verifyAnyAccessToken,
-} from "../../shared/tokens";
-import { findUser, userStillValid } from "../../shared/users";
+} from "../../shared/oauth/tokens";
+import { findUser, userStillValid } from "../../shared/people/users";
+import type { Env } from "../../shared/platform/env";
+import { parseId } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 
 export type KnownToken =
   | { type: "access_token"; claims: AccessTokenClaims; active: boolean }

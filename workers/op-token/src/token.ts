@@ -1,29 +1,37 @@
 import type { Context } from "hono";
+import type { AuditInput } from "../../../durable-objects/contract/audit-event";
+import {
+  base64url,
+  randomToken,
+  seal,
+  sha256,
+  timingSafeEqualString,
+  unseal,
+} from "../../../durable-objects/contract/crypto";
 import type {
   AuditEvent,
   FamilyGrant,
   LoginRef,
   RedeemResult,
   StartCodeFamilyResult,
-} from "../../../durable-objects/contract";
-import { type AppEnv, admitNewWork } from "../../shared/app";
-import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf } from "../../shared/audit";
-import type { AuditInput } from "../../shared/audit-event";
-import { codeGrantId, openCode } from "../../shared/auth-code";
-import { authenticateClient, type Client } from "../../shared/clients";
-import type { Config } from "../../shared/config";
-import { base64url, randomToken, seal, sha256, timingSafeEqualString, unseal } from "../../shared/crypto";
-import { DEVICE_GRANT } from "../../shared/device";
-import { currentClaims } from "../../shared/entity-claims";
-import type { Env } from "../../shared/env";
-import { OAuthError } from "../../shared/errors";
-import { json, NO_STORE, readForm } from "../../shared/http";
-import { parseResources, requestedResources } from "../../shared/resources";
-import { issueId, type ParsedId, parseId, type ShardRef } from "../../shared/router";
-import { shard } from "../../shared/stores";
-import { projectClaims } from "../../shared/token-claims";
-import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/tokens";
-import { findUser, userStillValid } from "../../shared/users";
+} from "../../../durable-objects/contract/verbs";
+import { admitNewWork } from "../../shared/app/app";
+import type { Config } from "../../shared/config/config";
+import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf } from "../../shared/events/audit";
+import { codeGrantId, openCode } from "../../shared/oauth/auth-code";
+import { authenticateClient, type Client } from "../../shared/oauth/clients";
+import { DEVICE_GRANT } from "../../shared/oauth/device";
+import { parseResources, requestedResources } from "../../shared/oauth/resources";
+import { projectClaims } from "../../shared/oauth/token-claims";
+import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/oauth/tokens";
+import { currentClaims } from "../../shared/people/entity-claims";
+import { findUser, userStillValid } from "../../shared/people/users";
+import type { Env } from "../../shared/platform/env";
+import { OAuthError } from "../../shared/platform/errors";
+import { json, NO_STORE, readForm } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
+import { issueId, type ParsedId, parseId, type ShardRef } from "../../shared/routing/router";
+import { shard } from "../../shared/routing/stores";
 import { corsClient } from "./cors";
 import { revokeGrant } from "./grants";
 import { buildTokenResponse, type IssuePlan } from "./issue";

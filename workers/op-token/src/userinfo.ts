@@ -1,11 +1,11 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../shared/app";
-import { findClient } from "../../shared/clients";
-import { OAuthError } from "../../shared/errors";
-import { isForm, json, NO_STORE, parseForm, readBodyText } from "../../shared/http";
-import { userIdOf } from "../../shared/subjects";
-import { requireLiveAccessToken } from "../../shared/tokens";
-import { findUser, userStillValid } from "../../shared/users";
+import { findClient } from "../../shared/oauth/clients";
+import { userIdOf } from "../../shared/oauth/subjects";
+import { requireLiveAccessToken } from "../../shared/oauth/tokens";
+import { findUser, userStillValid } from "../../shared/people/users";
+import { OAuthError } from "../../shared/platform/errors";
+import { isForm, json, NO_STORE, parseForm, readBodyText } from "../../shared/platform/http";
+import type { AppEnv } from "../../shared/request/context";
 import { corsClient } from "./cors";
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i;

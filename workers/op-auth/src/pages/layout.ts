@@ -1,8 +1,9 @@
-import { brandUrlProblem } from "../../../shared/branding";
-import { randomToken } from "../../../shared/crypto";
-import { escapeHtml, pageSecurityHeaders } from "../../../shared/http";
-import { Html, type MessageKey, type MessageParams } from "../../../shared/i18n/index";
-import { pathBase } from "../../../shared/log";
+import { randomToken } from "../../../../durable-objects/contract/crypto";
+import { pathBase } from "../../../../durable-objects/contract/log";
+import { brandUrlProblem } from "../../../shared/branding/branding";
+import { escapeHtml } from "../../../shared/branding/html";
+import { Html, type MessageKey, type MessageParams } from "../../../shared/branding/i18n/index";
+import { pageSecurityHeaders } from "../../../shared/platform/http";
 import type { PageUi } from "./ui";
 
 /**

@@ -1,5 +1,5 @@
-import { escapeHtml } from "../../../shared/http";
-import { Html } from "../../../shared/i18n/index";
+import { escapeHtml } from "../../../shared/branding/html";
+import { Html } from "../../../shared/branding/i18n/index";
 import { hidden, isolated, messageRegion, type PageMessage, page, strongLtr } from "./layout";
 import type { PageUi } from "./ui";
 

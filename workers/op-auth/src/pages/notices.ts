@@ -1,5 +1,5 @@
-import { escapeHtml } from "../../../shared/http";
-import type { MessageKey, MessageParams } from "../../../shared/i18n/index";
+import { escapeHtml } from "../../../shared/branding/html";
+import type { MessageKey, MessageParams } from "../../../shared/branding/i18n/index";
 import { hidden, messageRegion, page } from "./layout";
 import type { PageUi } from "./ui";
 

@@ -1,4 +1,4 @@
-import { escapeHtml } from "../../../shared/http";
+import { escapeHtml } from "../../../shared/branding/html";
 import { hidden, isolated, page } from "./layout";
 import type { PageUi } from "./ui";
 

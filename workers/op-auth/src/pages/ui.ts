@@ -1,8 +1,8 @@
 import type { Context } from "hono";
-import type { AppEnv } from "../../../shared/app";
-import { type Branding, type Look, lookOf } from "../../../shared/branding";
-import type { Config } from "../../../shared/config";
-import { isLocale, type Locale, pickLocale, type Translator, translator } from "../../../shared/i18n/index";
+import { type Branding, type Look, lookOf } from "../../../shared/branding/branding";
+import { isLocale, type Locale, pickLocale, type Translator, translator } from "../../../shared/branding/i18n/index";
+import type { Config } from "../../../shared/config/config";
+import type { AppEnv } from "../../../shared/request/context";
 
 /** What every page is rendered with: the person's language and the look of the tenant and client. */
 export interface PageUi {

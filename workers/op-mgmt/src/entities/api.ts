@@ -1,11 +1,11 @@
 import type { Context } from "hono";
-import type { EntityRow, EntityWriteResult, GrantRow } from "../../../../durable-objects/contract";
-import type { AppEnv } from "../../../shared/app";
-import { normalizeEmail } from "../../../shared/email";
-import { OAuthError } from "../../../shared/errors";
-import { json } from "../../../shared/http";
-import { allShards, parseId, shardAddress } from "../../../shared/router";
-import { shard, shardNamed } from "../../../shared/stores";
+import type { EntityRow, EntityWriteResult, GrantRow } from "../../../../durable-objects/contract/verbs";
+import { normalizeEmail } from "../../../shared/people/email";
+import { OAuthError } from "../../../shared/platform/errors";
+import { json } from "../../../shared/platform/http";
+import type { AppEnv } from "../../../shared/request/context";
+import { allShards, parseId, shardAddress } from "../../../shared/routing/router";
+import { shard, shardNamed } from "../../../shared/routing/stores";
 import { body, queryLimit, readCursor, writeCursor } from "../validation";
 import {
   entityInput,

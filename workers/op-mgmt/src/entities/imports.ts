@@ -1,14 +1,14 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import type { AppEnv } from "../../../shared/app";
-import type { Config } from "../../../shared/config";
-import { randomToken } from "../../../shared/crypto";
-import { displayName } from "../../../shared/display-name";
-import { normalizeEmail } from "../../../shared/email";
-import { invalidRequest, OAuthError } from "../../../shared/errors";
-import { json, type StreamedBody, streamingBody } from "../../../shared/http";
-import { parseId, shardAddress } from "../../../shared/router";
-import { newUserId } from "../../../shared/users";
+import { randomToken } from "../../../../durable-objects/contract/crypto";
+import { displayName } from "../../../shared/branding/display-name";
+import type { Config } from "../../../shared/config/config";
+import { normalizeEmail } from "../../../shared/people/email";
+import { newUserId } from "../../../shared/people/users";
+import { invalidRequest, OAuthError } from "../../../shared/platform/errors";
+import { json, type StreamedBody, streamingBody } from "../../../shared/platform/http";
+import type { AppEnv } from "../../../shared/request/context";
+import { parseId, shardAddress } from "../../../shared/routing/router";
 import { rememberInShards } from "../users";
 import { type EntityType, entityInput, entityTypes, grantInput } from "./model";
 import {

@@ -1,9 +1,9 @@
 import { z } from "zod";
-import type { Attributes } from "../../../../durable-objects/contract";
-import { displayName } from "../../../shared/display-name";
-import type { Env } from "../../../shared/env";
-import { OAuthError } from "../../../shared/errors";
-import { ATTRIBUTE, ENTITY_TYPE } from "../../../shared/token-claims";
+import type { Attributes } from "../../../../durable-objects/contract/verbs";
+import { displayName } from "../../../shared/branding/display-name";
+import { ATTRIBUTE, ENTITY_TYPE } from "../../../shared/oauth/token-claims";
+import type { Env } from "../../../shared/platform/env";
+import { OAuthError } from "../../../shared/platform/errors";
 
 /**
  * The entity model of issue 24, as the admin API and the import validate it: entity types (with

@@ -1,16 +1,17 @@
+import { timeOrderedToken } from "../../../../durable-objects/contract/crypto";
 import type {
   ChangedClaims,
   EntityRow,
   EntityWrite,
   EntityWriteResult,
   GrantWrite,
-} from "../../../../durable-objects/contract";
-import { auditEmailKey } from "../../../shared/audit";
-import type { Config } from "../../../shared/config";
-import { timeOrderedToken } from "../../../shared/crypto";
-import { pushClaims } from "../../../shared/entity-claims";
-import type { Env } from "../../../shared/env";
-import { OAuthError } from "../../../shared/errors";
+} from "../../../../durable-objects/contract/verbs";
+import type { Config } from "../../../shared/config/config";
+import { auditEmailKey } from "../../../shared/events/audit";
+import { markClaimsChangedEverywhere } from "../../../shared/oauth/tokens";
+import { pushClaims } from "../../../shared/people/entity-claims";
+import type { Env } from "../../../shared/platform/env";
+import { OAuthError } from "../../../shared/platform/errors";
 import {
   currentGeneration,
   issueId,
@@ -19,9 +20,8 @@ import {
   type ShardRef,
   shardAddress,
   shardsIn,
-} from "../../../shared/router";
-import { type shard, shardNamed } from "../../../shared/stores";
-import { markClaimsChangedEverywhere } from "../../../shared/tokens";
+} from "../../../shared/routing/router";
+import { type shard, shardNamed } from "../../../shared/routing/stores";
 import { type EntityType, grantPermissions } from "./model";
 
 /**

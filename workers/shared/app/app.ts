@@ -1,0 +1,147 @@
+import { Hono } from "hono";
+import { getPath as honoPath } from "hono/utils/url";
+import {
+  formatTrace,
+  inRequest,
+  log,
+  requestIdOf,
+  setPathBase,
+  traceStoreCalls,
+} from "../../../durable-objects/contract/log";
+import { type Config, loadConfig } from "../config/config";
+import { ConfigError } from "../config/vars";
+import { errorResponse, OAuthError } from "../platform/errors";
+import { percentDecodesCleanly, watchBody } from "../platform/http";
+import { admitNewWork, finished, isNewWorkByPath, started } from "../request/admission";
+import type { AppEnv } from "../request/context";
+import { withLiveShards } from "../routing/live-shards";
+import { adminTenantRouteOf, regionFor, requestGeo, tenantRouteOf } from "../routing/router";
+import { configForRequest } from "../tenancy/tenants";
+import { countingEnv, isolateCounters, mountIsolateRoutes } from "./isolate";
+
+/**
+ * Where a Worker finds a request's tenant: an issuer's endpoints under `/t/<tenant>` or a custom host
+ * (op-auth, op-token), or the admin API's `/admin/v1/tenants/<tenant>/...` (op-mgmt, which resolves
+ * the tenant itself after authenticating the caller).
+ */
+export type TenantPaths = "issuer" | "admin";
+
+const routeOf = (mode: TenantPaths, url: string, hosts: Readonly<Record<string, string>>) =>
+  mode === "admin" ? adminTenantRouteOf(url) : tenantRouteOf(url, hosts);
+
+/**
+ * Admission control (admission.ts), called where new work starts. Steps of a login already under way
+ * are never shed, so a ramp past capacity turns into fast 503s for new logins instead of timeouts, and
+ * the work already done is not wasted.
+ */
+export { admitNewWork } from "../request/admission";
+
+/**
+ * A Keyway Worker app: configuration parsed once per isolate (a broken configuration answers 503
+ * and logs why), every error rendered by `errorResponse`, unknown paths 404 in the same shape.
+ */
+/** Two years, the value the HSTS preload list asks for (hstspreload.org). */
+const HSTS = "max-age=63072000";
+
+/** A route by its first two path segments: `/__dev/mailbox/<email>` and `/token` alike. */
+const routeKeyOf = (path: string) => path.split("/").slice(0, 3).join("/");
+
+export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
+  // The router sees the path without its tenant prefix: `/t/acme/token` routes as `/token`.
+  // Hono's own getPath first (it percent-decodes), then the prefix stripped from what it returns.
+  const app = new Hono<AppEnv>({
+    getPath: (req) => routeOf(mode, `http://path${honoPath(req)}`, {}).path,
+  });
+  // Every response, errors included, names its request; every log line inside it carries the same id.
+  app.use(async (c, next) => {
+    // Workers bill every request; op-mgmt's internal asks over the service bindings are not requests.
+    if (!c.req.path.startsWith("/__keyway/")) isolateCounters.requests++;
+    const requestId = requestIdOf(c.req.raw);
+    const scope: Parameters<typeof inRequest>[0] = { requestId };
+    await inRequest(scope, next);
+    const headers: [string, string][] = [["X-Request-Id", requestId]];
+    // RFC 6797 §7.1: HSTS only on a secure transport (an http response's header is ignored anyway).
+    // No includeSubDomains: the issuer's host may share a parent domain with sites Keyway does not run.
+    if (c.req.url.startsWith("https:")) headers.push(["Strict-Transport-Security", HSTS]);
+    if ((typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) && scope.trace)
+      headers.push(["X-Keyway-Store-Trace", formatTrace(scope.trace)]);
+    try {
+      for (const [k, v] of headers) c.res.headers.set(k, v);
+    } catch {
+      // A response with immutable headers (a redirect made by Response.redirect, a fetched one).
+      c.res = new Response(c.res.body, c.res);
+      for (const [k, v] of headers) c.res.headers.set(k, v);
+    }
+  });
+  app.use(async (c, next) => {
+    let config: Config;
+    try {
+      config = loadConfig(c.env);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        log("error", "configuration refused", { error: err.message });
+        throw new OAuthError("temporarily_unavailable", "Keyway is not configured", { retryAfter: 30, status: 503 });
+      }
+      throw err;
+    }
+    c.env = countingEnv(c.env);
+    const route = routeOf(mode, c.req.url, config.TENANT_HOSTS);
+    // New work is refused before the request awaits anything (issue 27 item 17): on a busy thread each
+    // await would queue it behind the backlog it is refused for. The deployment's policy decides.
+    if (mode === "issuer" && isNewWorkByPath(c.req.method, route.path, new URL(c.req.url))) {
+      c.set("config", config);
+      admitNewWork(c);
+    }
+    // With the shard generations appended live (issue 13), read at most every few seconds per isolate.
+    const live = await withLiveShards(c.env, config);
+    c.set("tenantRoute", route);
+    // A custom host is its tenant's only issuer: no other tenant's paths under it.
+    if (route.via === "host" && /^\/t\//.test(route.path)) throw new OAuthError("not_found", "no such endpoint");
+    // The request sees the config as its tenant does (tenants.ts); op-mgmt does this after authentication.
+    c.set("config", mode === "issuer" ? await configForRequest(c.env, live, route) : live);
+    if (mode === "issuer" && route.via === "path") setPathBase(`/t/${route.tenant}`);
+    c.set("region", regionFor(config.REGIONS, requestGeo(c.req.raw)));
+    // The latency model (tools/latency-model.mjs) asks which Durable Objects a step calls; never in production.
+    if (
+      (typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) &&
+      config.ENVIRONMENT !== "production" &&
+      c.req.header("x-keyway-trace") === "1"
+    )
+      traceStoreCalls();
+    // A request counts as in flight once its body has arrived: a client that sends a body slowly
+    // holds its own connection, never a slot new work needs, and its body has a deadline (408).
+    let countedAt: number | null = null;
+    const count = () => {
+      if (countedAt === null) {
+        countedAt = Date.now();
+        started();
+      }
+    };
+    // Admission is the issuer's (op-auth, op-token): an admin request's time says nothing of their queue.
+    const timed = mode === "issuer";
+    if (c.req.raw.body) watchBody(c.req.raw, { deadlineMs: config.POLICY.body_deadline_seconds * 1000, onRead: count });
+    else count();
+    try {
+      await next();
+    } finally {
+      if (countedAt !== null)
+        finished(Date.now() - countedAt, c.res.status, timed, `${c.req.method} ${routeKeyOf(route.path)}`);
+    }
+  });
+  // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.
+  app.use(async (c, next) => {
+    const url = new URL(c.req.url);
+    if (!percentDecodesCleanly(url.pathname) || !percentDecodesCleanly(url.search))
+      throw new OAuthError("invalid_request", "the URL is not valid UTF-8 or contains a NUL byte");
+    await next();
+  });
+  mountIsolateRoutes(app);
+  app.onError((err) => errorResponse(err));
+  app.notFound(() => errorResponse(new OAuthError("not_found", "no such endpoint")));
+  return app;
+}
+
+/** 405 for a known path with a method it does not take (checklist C8). */
+export function methodNotAllowed(allow: string): never {
+  throw new OAuthError("invalid_request", "method not allowed", { status: 405, headers: { Allow: allow } });
+}
