@@ -185,7 +185,8 @@ try {
         description: `Keyway ${commit} at the ${target} (${place.issuer})`,
         server: { discoveryUrl: discoveryUrl(place.issuer) },
         ...(dynamic
-          ? { client: { initial_access_token: token.json.token } }
+          ? // Both of the suite's dynamic clients register with it (AbstractOIDCCMultipleClient's second too).
+            { client: { initial_access_token: token.json.token }, client2: { initial_access_token: token.json.token } }
           : { client: clients[0], client2: clients[1], client_secret_post: clients[2] }),
         consent: {},
       };
