@@ -30,6 +30,11 @@ export interface Client {
   grant_types: string[];
   scope: string;
   id_token_signed_response_alg: "RS256" | "ES256";
+  /**
+   * OIDC Registration §2 / OIDC Core §5.3.2: userinfo answers it a JWT signed with the tenant's
+   * current key of this algorithm (op-token's userinfo.ts); null: plain JSON.
+   */
+  userinfo_signed_response_alg: "RS256" | "ES256" | null;
   allowed_cors_origins: string[];
   jwks: ClientJwks | null;
   /**
@@ -81,6 +86,7 @@ interface ClientRow {
   grant_types: string;
   scope: string;
   id_token_signed_response_alg: "RS256" | "ES256";
+  userinfo_signed_response_alg?: "RS256" | "ES256" | null;
   allowed_cors_origins: string;
   jwks: string | null;
   jwks_uri?: string | null;
@@ -123,6 +129,7 @@ export function clientFromRow(row: ClientRow): Client {
     subject_type: row.subject_type === "pairwise" ? "pairwise" : "public",
     sector_identifier_uri: row.sector_identifier_uri ?? null,
     request_object_signing_alg: row.request_object_signing_alg ?? null,
+    userinfo_signed_response_alg: row.userinfo_signed_response_alg ?? null,
     registered_via: row.registered_via ?? "admin",
     registration_access_token_hash: row.registration_access_token_hash ?? null,
     registration_metadata: row.registration_metadata
