@@ -12,6 +12,7 @@ import {
   uniqueEmail,
   withVars,
 } from "../support/harness";
+import { mintRegistrationToken, registerDynamic } from "../support/registration";
 import { createTenant, uniqueTenantId } from "../tenants/support";
 
 /**
@@ -443,5 +444,83 @@ describe("error pages", () => {
     const html = await res.text();
     expect(html).toContain('<html lang="ar" dir="rtl">');
     expect(html).toContain("تم تسجيل الخروج");
+  });
+});
+
+/**
+ * OIDC Registration §2: a client's `logo_uri`, `policy_uri` and `tos_uri` are shown to the person
+ * ("the server SHOULD display"). Carried sealed in the login transaction from the client /authorize
+ * loaded, so no step looks anything up; only https URLs a page and its CSP can use are shown.
+ */
+describe("the client's logo, privacy policy and terms (OIDC Registration §2)", () => {
+  const registered = {
+    client_name: "Dyn Portal",
+    logo_uri: "https://img.dyn-portal.test/logo.png",
+    policy_uri: "https://dyn-portal.test/privacy",
+    tos_uri: "https://dyn-portal.test/terms",
+  };
+
+  it("the login pages show the logo (alt: the client's name) and the links in each language; the CSP allows the logo's origin", async () => {
+    const client = await registerDynamic({ redirect_uris: ["https://dyn-portal.test/cb"], ...registered });
+    const texts = {
+      en: ["Privacy policy", "Terms of service"],
+      fr: ["Politique de confidentialité", "Conditions d’utilisation"],
+      ar: ["سياسة الخصوصية", "شروط الخدمة"],
+    };
+    for (const [locale, [privacy, terms]] of Object.entries(texts)) {
+      const browser = new Browser();
+      const { res, html, tx } = await openLoginPage(browser, client, { ui_locales: locale });
+      expect(html, locale).toContain(
+        '<img class="app-logo" src="https://img.dyn-portal.test/logo.png" alt="Dyn Portal">',
+      );
+      expect(html, locale).toContain(`<a href="https://dyn-portal.test/privacy" rel="noopener">${privacy}</a>`);
+      expect(html, locale).toContain(`<a href="https://dyn-portal.test/terms" rel="noopener">${terms}</a>`);
+      const csp = res.headers.get("content-security-policy") as string;
+      expect(csp, locale).toContain("img-src 'self' data: https://img.dyn-portal.test;");
+      // The code page, from the sealed transaction alone, shows them too.
+      const gen = await browser.postForm("/email-code/generate", { tx, email: uniqueEmail("links") });
+      expect(gen.status).toBe(200);
+      const code = await gen.text();
+      expect(code, locale).toContain('alt="Dyn Portal"');
+      expect(code, locale).toContain(`>${terms}</a>`);
+      expect(gen.headers.get("content-security-policy"), locale).toContain("https://img.dyn-portal.test;");
+    }
+  });
+
+  it("beside a tenant's logo, the CSP names both origins; a client without them shows neither", async () => {
+    const tenant = await createTenant({ branding: { logo_uri: "https://cdn.brand.test/logo.svg" } });
+    const token = await mintRegistrationToken(tenant.id);
+    const client = await registerDynamic(
+      { redirect_uris: ["https://dyn-portal.test/cb"], ...registered },
+      { token, base: `/t/${tenant.id}` },
+    );
+    const { res, html } = await openLoginPage(new Browser({ base: `/t/${tenant.id}` }), client);
+    expect(html).toContain('<img src="https://cdn.brand.test/logo.svg" alt=""');
+    expect(html).toContain('alt="Dyn Portal"');
+    expect(res.headers.get("content-security-policy")).toContain(
+      "img-src 'self' data: https://cdn.brand.test https://img.dyn-portal.test;",
+    );
+    const plain = await registerClient({ client_name: "Plain" });
+    const other = await openLoginPage(new Browser(), plain);
+    expect(other.html).not.toContain('class="app-logo"');
+    expect(other.html).not.toContain("Privacy policy");
+    expect(other.res.headers.get("content-security-policy")).toContain("img-src 'self' data:;");
+  });
+
+  it("shows only https URLs a page and its CSP can use: an http logo or link, or a host with CSP syntax, is left out", async () => {
+    const client = await registerDynamic({
+      redirect_uris: ["https://dyn-portal.test/cb"],
+      client_name: "Loose",
+      logo_uri: "https://img.dyn-portal.test;script-src/x.png",
+      policy_uri: "http://dyn-portal.test/privacy",
+      tos_uri: "https://dyn-portal.test/terms",
+    });
+    const { res, html } = await openLoginPage(new Browser(), client);
+    expect(html).not.toContain('class="app-logo"');
+    expect(html).not.toContain("script-src/x.png");
+    expect(html).not.toContain("Privacy policy");
+    expect(html).toContain('<a href="https://dyn-portal.test/terms" rel="noopener">Terms of service</a>');
+    expect(res.headers.get("content-security-policy")).toContain("img-src 'self' data:;");
+    expect(res.headers.get("content-security-policy")).not.toContain("script-src/");
   });
 });

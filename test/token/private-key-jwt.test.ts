@@ -1,6 +1,8 @@
+import { env } from "cloudflare:test";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { admin, call, ISSUER, pinClock, registerClient, type TestClient, withVars } from "../support/harness";
+import { createTenant, at as tenantPath } from "../tenants/support";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -228,5 +230,134 @@ describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () 
     // After both switches, the replay is still refused.
     at(150_000);
     await expectError(await send(once), 401, "invalid_client");
+  });
+});
+
+/**
+ * The policy `client_assertion_token_endpoint_audience` (default false): where true, an assertion's
+ * `aud` may also be the tenant's own token endpoint URL, alone (a string or a one-element array), as
+ * OIDC Core §9 advised and the OpenID Foundation's suite sends; never another value, never several.
+ */
+describe("client_assertion_token_endpoint_audience (OIDC Core §9 against RFC 7523bis)", () => {
+  const postAt = (path: string, params: Record<string, string>, testEnv: object = env) =>
+    call(
+      path,
+      {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams(params),
+      },
+      testEnv,
+    );
+  const clientCredentials = (value: string, path = "/token", testEnv: object = env) =>
+    postAt(path, withAssertion(value, { grant_type: "client_credentials" }), testEnv);
+
+  /** Each audience an assertion is sent with, and whether the server takes it. */
+  async function expectAudiences(
+    client: TestClient,
+    key: Key,
+    cases: [unknown, boolean][],
+    path = "/token",
+    testEnv: object = env,
+  ) {
+    for (const [aud, taken] of cases) {
+      const res = await clientCredentials(await assertion(client, key, { aud }), path, testEnv);
+      if (taken) expect(res.status, `${JSON.stringify(aud)}: ${await res.clone().text()}`).toBe(200);
+      else {
+        expect(res.status, JSON.stringify(aud)).toBe(401);
+        const body = (await res.json()) as { error: string; error_description: string };
+        expect(body.error).toBe("invalid_client");
+        expect(body.error_description, JSON.stringify(aud)).toMatch(/aud must be the issuer identifier/);
+      }
+    }
+  }
+
+  it("off (the default): only the issuer identifier; the token endpoint URL is refused", async () => {
+    const { client, key } = await keyClient();
+    await expectAudiences(client, key, [
+      [ISSUER, true],
+      [[ISSUER], true],
+      [`${ISSUER}/token`, false],
+      [[`${ISSUER}/token`], false],
+    ]);
+  });
+
+  it("on: the token endpoint URL alone too, never another endpoint, another server's, or several values", async () => {
+    const on = withVars({
+      POLICY: JSON.stringify({ client_cache_seconds: 0, client_assertion_token_endpoint_audience: true }),
+    });
+    const { client, key } = await keyClient("ES256", on);
+    await expectAudiences(
+      client,
+      key,
+      [
+        [ISSUER, true],
+        [`${ISSUER}/token`, true],
+        [[`${ISSUER}/token`], true],
+        [[`${ISSUER}/token`, ISSUER], false],
+        [[ISSUER, `${ISSUER}/token`], false],
+        [[`${ISSUER}/token`, "https://other-as.example/token"], false],
+        [`${ISSUER}/revoke`, false],
+        [`${ISSUER}/token/`, false],
+        [`${ISSUER}/t/other/token`, false],
+        ["https://other-as.example/token", false],
+      ],
+      "/token",
+      on,
+    );
+    // The same at introspection: the audience names the token endpoint, wherever it is presented.
+    const intro = await postAt(
+      "/introspect",
+      withAssertion(await assertion(client, key, { aud: `${ISSUER}/token` }), { token: "x" }),
+      on,
+    );
+    expect(intro.status, await intro.clone().text()).toBe(200);
+  });
+
+  it("a tenant sets it for itself: its own token endpoint only; another tenant and the origin keep the default", async () => {
+    const open = await createTenant({ policy: { client_assertion_token_endpoint_audience: true } });
+    const closed = await createTenant();
+    expect(open.policy).toMatchObject({ client_assertion_token_endpoint_audience: true });
+    const register = async (tenant: string) => {
+      const key = await keyPair("RS256");
+      const client = await registerClient(
+        {
+          redirect_uris: [],
+          post_logout_redirect_uris: [],
+          token_endpoint_auth_method: "private_key_jwt",
+          grant_types: ["client_credentials"],
+          scope: "reports:read",
+          jwks: { keys: [key.jwk] },
+        },
+        env,
+        tenant,
+      );
+      return { client, key };
+    };
+    const a = await register(open.id);
+    await expectAudiences(
+      a.client,
+      a.key,
+      [
+        [open.issuer, true],
+        [`${open.issuer}/token`, true],
+        [`${ISSUER}/token`, false], // the origin's token endpoint is another issuer's
+        [`${closed.issuer}/token`, false],
+      ],
+      tenantPath(open.id, "/token"),
+    );
+    const b = await register(closed.id);
+    await expectAudiences(
+      b.client,
+      b.key,
+      [
+        [closed.issuer, true],
+        [`${closed.issuer}/token`, false],
+      ],
+      tenantPath(closed.id, "/token"),
+    );
+    // The origin (default tenant) is unchanged by a tenant's policy.
+    const origin = await keyClient();
+    await expectAudiences(origin.client, origin.key, [[`${ISSUER}/token`, false]]);
   });
 });

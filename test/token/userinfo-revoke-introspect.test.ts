@@ -23,7 +23,6 @@ import {
   userinfo,
   verifyJwt,
 } from "../support/harness";
-import { createTenant } from "../tenants/support";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -49,19 +48,6 @@ async function expectInvalidToken(res: Response) {
 }
 
 describe("userinfo (CONTRACT §3)", () => {
-  it("discovery does not advertise userinfo signing while userinfo answers plain JSON, at the origin and at a tenant (issue 38)", async () => {
-    const tenant = await createTenant();
-    for (const path of ["/.well-known/openid-configuration", `/t/${tenant.id}/.well-known/openid-configuration`]) {
-      const res = await call(path);
-      expect(res.status, path).toBe(200);
-      const doc = (await res.json()) as Record<string, unknown>;
-      expect(doc.userinfo_endpoint, path).toMatch(/\/userinfo$/);
-      // OIDC Discovery §3: the member lists the JWS algorithms userinfo may be signed with; an empty list
-      // says nothing true, and a client reading it may expect a signed response it never gets.
-      expect(Object.hasOwn(doc, "userinfo_signing_alg_values_supported"), path).toBe(false);
-    }
-  });
-
   it("answers GET and POST with sub, email and email_verified, no-store", async () => {
     const client = await registerClient();
     const { tokens, email } = await fullLogin(client);

@@ -26,8 +26,9 @@ export function discovery(c: Context<AppEnv>): Response {
     // OIDC Core §8: a client registers `subject_type` (subjects.ts).
     subject_types_supported: ["public", "pairwise"],
     id_token_signing_alg_values_supported: ["RS256", "ES256"],
-    // userinfo_signing_alg_values_supported is left out: userinfo answers plain JSON (OIDC Core §5.3.2)
-    // and signs nothing, and an empty list would claim a capability with no algorithm (issue 38).
+    // OIDC Core §5.3.2: userinfo is a JWT for a client that registered userinfo_signed_response_alg
+    // (op-token's userinfo.ts); plain JSON for the others.
+    userinfo_signing_alg_values_supported: ["RS256", "ES256"],
     code_challenge_methods_supported: ["S256"],
     token_endpoint_auth_methods_supported: ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"],
     revocation_endpoint_auth_methods_supported: [

@@ -45,6 +45,8 @@ const REGISTERED = [
   "grant_types",
   "scope",
   "id_token_signed_response_alg",
+  // OIDC Core §5.3.2: userinfo as a JWT signed with RS256 or ES256 (op-token's userinfo.ts).
+  "userinfo_signed_response_alg",
   "jwks",
   // OIDC Registration §2 / RFC 7591 §2: the keys by reference (client-keys.ts), and the request_uri
   // values /authorize may fetch request objects from (request-uri.ts).
@@ -95,13 +97,12 @@ const KEPT = Object.keys(kept.shape);
 
 /**
  * Metadata Keyway cannot honour, whose absence the client would read wrong (an encrypted ID token or
- * signed userinfo it would fail to parse, request objects it would send in vain): refused rather
+ * userinfo it would fail to parse, request objects it would send in vain): refused rather
  * than dropped. Any other field Keyway does not know is ignored and left out of the answer (RFC 7591 §2).
  */
 const UNSUPPORTED: Record<string, string> = {
   id_token_encrypted_response_alg: "encrypted ID tokens are not supported",
   id_token_encrypted_response_enc: "encrypted ID tokens are not supported",
-  userinfo_signed_response_alg: "userinfo answers plain JSON: signed userinfo is not supported",
   userinfo_encrypted_response_alg: "encrypted userinfo is not supported",
   userinfo_encrypted_response_enc: "encrypted userinfo is not supported",
   request_object_encryption_alg: "encrypted request objects are not supported",
@@ -318,6 +319,9 @@ function registrationResponse(
     response_types: client.grant_types.includes("authorization_code") ? ["code"] : [],
     scope: client.scope,
     id_token_signed_response_alg: client.id_token_signed_response_alg,
+    ...(client.userinfo_signed_response_alg
+      ? { userinfo_signed_response_alg: client.userinfo_signed_response_alg }
+      : {}),
     subject_type: client.subject_type,
     ...(client.request_object_signing_alg ? { request_object_signing_alg: client.request_object_signing_alg } : {}),
     require_pkce: client.require_pkce,
@@ -437,6 +441,7 @@ export async function replaceRegistration(c: Context<AppEnv>): Promise<Response>
     grant_types: [...new Set(input.grant_types)],
     scope: [...new Set(input.scope.split(" "))].join(" "),
     id_token_signed_response_alg: input.id_token_signed_response_alg,
+    userinfo_signed_response_alg: input.userinfo_signed_response_alg,
     allowed_cors_origins: input.allowed_cors_origins,
     jwks: input.jwks ?? null,
     jwks_uri: input.jwks_uri,

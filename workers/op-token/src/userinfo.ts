@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { findClient } from "../../shared/oauth/clients";
 import { userIdOf } from "../../shared/oauth/subjects";
-import { requireLiveAccessToken } from "../../shared/oauth/tokens";
+import { requireLiveAccessToken, signUserinfo } from "../../shared/oauth/tokens";
 import { findUser, userStillValid } from "../../shared/people/users";
 import { OAuthError } from "../../shared/platform/errors";
 import { isForm, json, NO_STORE, parseForm, readBodyText } from "../../shared/platform/http";
@@ -43,6 +43,14 @@ export async function userinfo(c: Context<AppEnv>): Promise<Response> {
   }
   // OIDC Core §5.4: `profile` asks for the profile claims; Keyway keeps only a name, when the user has one.
   if ((scopes.includes("profile") || asked.has("name")) && user.name) body.name = user.name;
+  // OIDC Core §5.3.2: a client that registered userinfo_signed_response_alg gets a JWT. Its choice is
+  // read from the registration loaded above (the isolate's cache), so signing adds no storage call.
+  const alg = client.userinfo_signed_response_alg;
+  if (alg)
+    return new Response(await signUserinfo(c.env, config, alg, client.client_id, body), {
+      status: 200,
+      headers: { "Content-Type": "application/jwt", ...NO_STORE },
+    });
   return json(body, 200, NO_STORE);
 }
 

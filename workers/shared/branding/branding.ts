@@ -48,6 +48,17 @@ export function brandUrlProblem(value: string): string | null {
   return null;
 }
 
+/**
+ * A URL a client registered for the person to see (OIDC Registration §2: `logo_uri`, `policy_uri`,
+ * `tos_uri`), when a page may show it: https only, and by the rules of a branding URL (a plain host
+ * the page's CSP may name, URI characters only, at most 512 characters). Otherwise undefined: a page
+ * leaves it out rather than show what it cannot vouch for.
+ */
+export function shownClientUrl(value: unknown): string | undefined {
+  if (typeof value !== "string" || !value.startsWith("https://") || brandUrlProblem(value) !== null) return undefined;
+  return value;
+}
+
 /** An https URL (http only for a loopback host, for local development), at most 512 characters. */
 const brandUrl = z.string().superRefine((value, ctx) => {
   const problem = brandUrlProblem(value);

@@ -89,6 +89,11 @@ const clientFields = {
     .max(2000)
     .refine((s) => s.split(" ").every((p) => SCOPE_TOKEN.test(p)), "scope must be space-separated scope tokens"),
   id_token_signed_response_alg: z.enum(["RS256", "ES256"]),
+  /**
+   * OIDC Registration §2: userinfo as a JWT signed with this algorithm (OIDC Core §5.3.2), one the
+   * tenant's key ring signs with (keys.ts); null: plain JSON.
+   */
+  userinfo_signed_response_alg: z.enum(["RS256", "ES256"]).nullable(),
   allowed_cors_origins: z.array(corsOrigin).max(50),
   /** private_key_jwt: the keys the client's assertions are signed with (RFC 7523, OIDC Core §9). */
   jwks: z.object({ keys: z.array(publicJwk).min(1).max(10) }).strict(),
@@ -242,6 +247,7 @@ export const createSchema = z
     grant_types: clientFields.grant_types.default(["authorization_code", "refresh_token"]),
     scope: clientFields.scope.optional(),
     id_token_signed_response_alg: clientFields.id_token_signed_response_alg.default("RS256"),
+    userinfo_signed_response_alg: clientFields.userinfo_signed_response_alg.default(null),
     allowed_cors_origins: clientFields.allowed_cors_origins.default([]),
     jwks: clientFields.jwks.optional(),
     jwks_uri: clientFields.jwks_uri.default(null),
@@ -300,8 +306,8 @@ export async function insertClient(
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
       branding, token_claims, require_pkce, subject_type, sector_identifier_uri, request_object_signing_alg,
       registered_via, registration_access_token_hash, registration_metadata, registration_token_id, created_at, updated_at,
-      jwks_uri, request_uris)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      jwks_uri, request_uris, userinfo_signed_response_alg)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     .bind(
       clientId,
@@ -331,6 +337,7 @@ export async function insertClient(
       now,
       input.jwks_uri,
       JSON.stringify([...new Set(input.request_uris)]),
+      input.userinfo_signed_response_alg,
     )
     .run();
   return { clientId, secret, now };
@@ -353,7 +360,8 @@ export async function updateClient(db: D1Database, next: Client): Promise<void> 
       `UPDATE clients SET client_name = ?, token_endpoint_auth_method = ?, redirect_uris = ?, post_logout_redirect_uris = ?,
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
       branding = ?, token_claims = ?, require_pkce = ?, subject_type = ?, sector_identifier_uri = ?,
-      request_object_signing_alg = ?, registration_metadata = ?, updated_at = ?, jwks_uri = ?, request_uris = ?
+      request_object_signing_alg = ?, registration_metadata = ?, updated_at = ?, jwks_uri = ?, request_uris = ?,
+      userinfo_signed_response_alg = ?
      WHERE client_id = ? AND tenant = ?`,
     )
     .bind(
@@ -377,6 +385,7 @@ export async function updateClient(db: D1Database, next: Client): Promise<void> 
       next.updated_at,
       next.jwks_uri,
       JSON.stringify([...new Set(next.request_uris)]),
+      next.userinfo_signed_response_alg,
       next.client_id,
       next.tenant,
     )

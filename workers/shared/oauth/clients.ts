@@ -30,6 +30,11 @@ export interface Client {
   grant_types: string[];
   scope: string;
   id_token_signed_response_alg: "RS256" | "ES256";
+  /**
+   * OIDC Registration §2 / OIDC Core §5.3.2: userinfo answers it a JWT signed with the tenant's
+   * current key of this algorithm (op-token's userinfo.ts); null: plain JSON.
+   */
+  userinfo_signed_response_alg: "RS256" | "ES256" | null;
   allowed_cors_origins: string[];
   jwks: ClientJwks | null;
   /**
@@ -81,6 +86,7 @@ interface ClientRow {
   grant_types: string;
   scope: string;
   id_token_signed_response_alg: "RS256" | "ES256";
+  userinfo_signed_response_alg?: "RS256" | "ES256" | null;
   allowed_cors_origins: string;
   jwks: string | null;
   jwks_uri?: string | null;
@@ -123,6 +129,7 @@ export function clientFromRow(row: ClientRow): Client {
     subject_type: row.subject_type === "pairwise" ? "pairwise" : "public",
     sector_identifier_uri: row.sector_identifier_uri ?? null,
     request_object_signing_alg: row.request_object_signing_alg ?? null,
+    userinfo_signed_response_alg: row.userinfo_signed_response_alg ?? null,
     registered_via: row.registered_via ?? "admin",
     registration_access_token_hash: row.registration_access_token_hash ?? null,
     registration_metadata: row.registration_metadata
@@ -328,7 +335,9 @@ const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
  * The assertion's claims if it verifies against the client's keys: RS256 or ES256, `iss` = `sub` =
  * client_id, `exp` and `jti` present, and `aud` exactly the issuer identifier, a single value
  * (RFC 7523bis: an audience naming an endpoint, or several audiences, lets another authorization
- * server the client trusts replay the assertion here). Null otherwise.
+ * server the client trusts replay the assertion here). Where the tenant's policy has
+ * `client_assertion_token_endpoint_audience`, its own token endpoint URL is also taken, as the single
+ * value (OIDC Core §9's advice). Null otherwise.
  */
 async function verifyAssertion(
   config: Config,
@@ -337,19 +346,28 @@ async function verifyAssertion(
 ): Promise<{ payload: JWTPayload } | { problem: string }> {
   if (client.token_endpoint_auth_method !== "private_key_jwt" || (!client.jwks && !client.jwks_uri))
     return { problem: "the client does not authenticate with private_key_jwt" };
-  const audOnly = `its aud must be the issuer identifier ${config.ISSUER} alone`;
+  // The audiences taken, each only as the assertion's one value.
+  const tokenEndpoint = `${config.ISSUER}/token`;
+  const audiences = config.POLICY.client_assertion_token_endpoint_audience
+    ? [config.ISSUER, tokenEndpoint]
+    : [config.ISSUER];
+  const audOnly = config.POLICY.client_assertion_token_endpoint_audience
+    ? `its aud must be the issuer identifier ${config.ISSUER} or the token endpoint ${tokenEndpoint}, alone`
+    : `its aud must be the issuer identifier ${config.ISSUER} alone`;
   try {
     // Its registered jwks, or the set at its jwks_uri (client-keys.ts: cached, refetched for a new kid).
     const { payload } = await verifyWithClientKeys(config, client, assertion, {
       algorithms: ["RS256", "ES256"],
       issuer: client.client_id,
       subject: client.client_id,
-      audience: config.ISSUER,
+      audience: audiences,
       requiredClaims: ["exp", "jti"],
     });
     const aud = payload.aud;
     const single = typeof aud === "string" ? aud : Array.isArray(aud) && aud.length === 1 ? aud[0] : undefined;
-    return single === config.ISSUER ? { payload } : { problem: `client_assertion is refused: ${audOnly}` };
+    return single !== undefined && audiences.includes(single)
+      ? { payload }
+      : { problem: `client_assertion is refused: ${audOnly}` };
   } catch (err) {
     // A jwks_uri that could not be fetched (RFC 6749 §5.2: still invalid_client, never a 500).
     if (err instanceof ClientKeysUnavailable) return { problem: `client_assertion is refused: ${err.message}` };

@@ -339,11 +339,15 @@ export function clearCookie(name: string, secure: boolean, path = "/"): string {
 /** Headers for every HTML page: no framing (CSP frame-ancestors), no sniffing, no referrer leaks. */
 /**
  * A page's headers: a CSP that runs only the page's own nonce'd style and script and loads images from
- * here or from one named origin (a tenant's logo, issue 26). No `form-action`: Chromium applies it to
+ * here or from the origins named (a tenant's or client's branding logo, issue 26; the logo a client
+ * registered, OIDC Registration §2). No `form-action`: Chromium applies it to
  * the redirects after a post too, and a verified code's redirect ends at the client's redirect URI.
  */
-export function pageSecurityHeaders(nonce: string, imageOrigin?: string): Record<string, string> {
-  const img = imageOrigin ? `'self' data: ${imageOrigin}` : "'self' data:";
+export function pageSecurityHeaders(
+  nonce: string,
+  imageOrigins: readonly (string | undefined)[] = [],
+): Record<string, string> {
+  const img = ["'self' data:", ...new Set(imageOrigins.filter((o) => o !== undefined))].join(" ");
   return {
     "Content-Type": "text/html; charset=utf-8",
     "Content-Security-Policy": `default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}'; img-src ${img}; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'`,

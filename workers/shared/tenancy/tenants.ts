@@ -42,6 +42,7 @@ const TENANT_POLICY_KEYS = [
   "refresh_token_ttl_seconds",
   "open_registration",
   "registration_require_pkce",
+  "client_assertion_token_endpoint_audience",
 ] as const;
 type TenantPolicyKey = (typeof TENANT_POLICY_KEYS)[number];
 

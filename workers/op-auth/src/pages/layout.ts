@@ -30,6 +30,8 @@ padding:24px 12px;background:#f3f4f6;font:16px/1.5 system-ui,-apple-system,"Sego
 main{width:min(100%,400px);background:#fff;border-radius:14px;padding:28px 28px 24px;box-shadow:0 1px 3px #0000001f,0 8px 24px #0000000d}
 .brand{display:flex;align-items:center;gap:10px;margin:0 0 20px;font-weight:600;color:#374151}
 .brand img{height:36px;width:auto;max-width:160px;object-fit:contain}
+.app-logo{display:block;height:auto;width:auto;max-height:48px;max-width:160px;object-fit:contain;margin:0 0 12px}
+.app-links{display:flex;flex-wrap:wrap;gap:4px 16px;margin:0 0 12px;font-size:14px}
 h1{font-size:22px;line-height:1.3;margin:0 0 6px}
 p{margin:8px 0 14px;color:#374151}
 .lead{color:#4b5563}
@@ -87,8 +89,38 @@ export function page(ui: PageUi, o: PageOptions): Response {
 ${body}</main>${support}${o.script ? `<script nonce="${nonce}">${o.script}</script>` : ""}</body></html>`;
   return new Response(html, {
     status: o.status ?? 200,
-    headers: { ...pageSecurityHeaders(nonce, imageOrigin(look.logoUri)), ...o.headers },
+    headers: {
+      // The client's registered logo's origin only where the page shows it (clientLogo).
+      ...pageSecurityHeaders(nonce, [
+        imageOrigin(look.logoUri),
+        body.includes(APP_LOGO) ? imageOrigin(shownLogo(ui)) : undefined,
+      ]),
+      ...o.headers,
+    },
   });
+}
+
+const APP_LOGO = 'class="app-logo"';
+
+/** The logo the client registered, unless it is the brand's logo the page already shows. */
+const shownLogo = (ui: PageUi) => (ui.shown?.logo && ui.shown.logo !== ui.look.logoUri ? ui.shown.logo : undefined);
+
+/**
+ * The client's logo, named by the client's name, and links to its privacy policy and terms of service
+ * (OIDC Registration §2), shown where a login page names the application; "" when it registered none.
+ */
+export function clientLogo(ui: PageUi): string {
+  const logo = shownLogo(ui);
+  return logo ? `<img ${APP_LOGO} src="${escapeHtml(logo)}" alt="${escapeHtml(ui.look.app)}">` : "";
+}
+
+export function clientLinks(ui: PageUi): string {
+  const { t, shown } = ui;
+  const links = [
+    shown?.policy ? `<a href="${escapeHtml(shown.policy)}" rel="noopener">${t.html("page.app_privacy")}</a>` : "",
+    shown?.tos ? `<a href="${escapeHtml(shown.tos)}" rel="noopener">${t.html("page.app_terms")}</a>` : "",
+  ].filter(Boolean);
+  return links.length ? `<p class="app-links">${links.join("")}</p>` : "";
 }
 
 /** What the message region says: an error (announced at once) or a notice. */

@@ -1,6 +1,6 @@
 import { escapeHtml } from "../../../shared/branding/html";
 import { Html } from "../../../shared/branding/i18n/index";
-import { hidden, isolated, messageRegion, type PageMessage, page, strongLtr } from "./layout";
+import { clientLinks, clientLogo, hidden, isolated, messageRegion, type PageMessage, page, strongLtr } from "./layout";
 import type { PageUi } from "./ui";
 
 /**
@@ -22,7 +22,7 @@ export function emailStep(ui: PageUi, o: StepOptions & { email?: string | undefi
     title: "login.title",
     status: o.status,
     headers: o.headers,
-    body: `<h1>${t.html("login.heading", { app: isolated(look.app) })}</h1>
+    body: `${clientLogo(ui)}<h1>${t.html("login.heading", { app: isolated(look.app) })}</h1>${clientLinks(ui)}
 <p class="lead">${t.html("login.lead")}</p>${messageRegion(o.message)}
 <form method="post" action="/email-code/generate">
 <input type="hidden" name="tx" value="${escapeHtml(o.tx)}">
@@ -62,8 +62,8 @@ export function codeStep(ui: PageUi, o: CodeStepOptions) {
     title: "code.title",
     status: o.status,
     headers: o.headers,
-    body: `<h1>${t.html("code.heading")}</h1>
-<p class="lead">${t.html("code.lead", { email: strongLtr(o.email), app: isolated(look.app) })}</p>
+    body: `${clientLogo(ui)}<h1>${t.html("code.heading")}</h1>
+<p class="lead">${t.html("code.lead", { email: strongLtr(o.email), app: isolated(look.app) })}</p>${clientLinks(ui)}
 <p class="muted">${t.html("code.lifetime", { n: minutes })}</p>${messageRegion(o.message)}
 <form method="post" action="/email-code/verify">
 ${hidden("tx", o.tx)}${hidden("email", o.email)}${hidden("resend_at", String(o.resendAt))}

@@ -5,6 +5,8 @@ export const ar: Catalogue = {
   "page.title": "{title} · {product}",
   "page.support": "هل تحتاج إلى مساعدة؟ تواصل مع الدعم",
   "page.language": "اللغة",
+  "page.app_privacy": "سياسة الخصوصية",
+  "page.app_terms": "شروط الخدمة",
 
   "login.title": "تسجيل الدخول",
   "login.heading": "تسجيل الدخول إلى {app}",

@@ -7,6 +7,8 @@ export const en = {
   "page.title": "{title} · {product}",
   "page.support": "Need help? Contact support",
   "page.language": "Language",
+  "page.app_privacy": "Privacy policy",
+  "page.app_terms": "Terms of service",
 
   "login.title": "Sign in",
   "login.heading": "Sign in to {app}",

@@ -5,6 +5,8 @@ export const fr: Catalogue = {
   "page.title": "{title} · {product}",
   "page.support": "Besoin d’aide ? Contactez l’assistance",
   "page.language": "Langue",
+  "page.app_privacy": "Politique de confidentialité",
+  "page.app_terms": "Conditions d’utilisation",
 
   "login.title": "Connexion",
   "login.heading": "Se connecter à {app}",
