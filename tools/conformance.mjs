@@ -51,6 +51,15 @@ const PLANS = {
   },
 };
 
+/**
+ * The policy the plans run under, at the origin and at the tenant; each is an operator's choice
+ * docs/conformance.md explains. The suite's dynamic clients carry no Keyway metadata: a confidential
+ * one may go without PKCE (RFC 9700 §2.1.1); public clients always need it. Its private_key_jwt
+ * assertions name the token endpoint as their audience (OIDC Core §9), which RFC 10070 forbids and
+ * Keyway refuses by default (docs/security.md).
+ */
+const CONFORMANCE_POLICY = { registration_require_pkce: false, client_assertion_token_endpoint_audience: true };
+
 /** A test's result in the suite, and how it counts. */
 const COUNTED = { PASSED: "passed", WARNING: "warnings", FAILED: "failed", REVIEW: "review", SKIPPED: "skipped" };
 
@@ -107,9 +116,7 @@ const stack = await startStack({
   persistTo,
   vars: {
     ...vars,
-    // The suite's dynamic clients carry no Keyway metadata: a confidential one may go without PKCE
-    // (RFC 9700 §2.1.1), as an operator may choose; public clients always need it.
-    POLICY: JSON.stringify({ registration_require_pkce: false }),
+    POLICY: JSON.stringify(CONFORMANCE_POLICY),
   },
 });
 const front = await startTlsFront({ port: tlsPort, upstream: port, dir: join(ROOT, ".keyway", "conformance", "tls") });
@@ -130,7 +137,7 @@ try {
     const created = await admin("POST", "/tenants", {
       id: tenantId,
       name: "Conformance",
-      policy: { registration_require_pkce: false },
+      policy: CONFORMANCE_POLICY,
     });
     if (created.status !== 201) throw new Error(`tenant not created: ${created.status} ${created.text}`);
     places.tenant = { issuer: created.json.issuer, adminPrefix: `/tenants/${tenantId}` };
