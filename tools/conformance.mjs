@@ -128,6 +128,13 @@ const admin = (method, path, body) =>
 /** @type {{ target: string, plan: string, planId: string, counts: Record<string, number>, tests: { name: string, result: string, notes: string[] }[] }[]} */
 const results = [];
 let stopPerson = async () => {};
+for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"]))
+  process.once(signal, async () => {
+    await stopPerson().catch(() => {});
+    await front.close().catch(() => {});
+    await stack.dispose().catch(() => {});
+    process.exit(130);
+  });
 try {
   const tenantId = `conformance-${runId.slice(-6)}`;
   /** @type {Record<string, { issuer: string, adminPrefix: string }>} */
