@@ -213,7 +213,7 @@ export const policyFields = z.object({
   /**
    * Whether a private_key_jwt assertion's `aud` may also be the tenant's own token endpoint URL, as
    * its only value (a string or a one-element array), besides the issuer identifier. Off by default:
-   * RFC 7523bis asks for the issuer identifier alone, because an audience naming an endpoint lets
+   * RFC 10070 asks for the issuer identifier alone, because an audience naming an endpoint lets
    * another authorization server the client trusts replay the assertion ("audience injection"). On:
    * what OIDC Core §9 advised ("SHOULD be the URL of the Authorization Server's Token Endpoint") and
    * the OpenID Foundation's suite sends (docs/security.md).

@@ -334,7 +334,7 @@ const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 /**
  * The assertion's claims if it verifies against the client's keys: RS256 or ES256, `iss` = `sub` =
  * client_id, `exp` and `jti` present, and `aud` exactly the issuer identifier, a single value
- * (RFC 7523bis: an audience naming an endpoint, or several audiences, lets another authorization
+ * (RFC 10070: an audience naming an endpoint, or several audiences, lets another authorization
  * server the client trusts replay the assertion here). Where the tenant's policy has
  * `client_assertion_token_endpoint_audience`, its own token endpoint URL is also taken, as the single
  * value (OIDC Core §9's advice). Null otherwise.
