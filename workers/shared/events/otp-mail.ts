@@ -5,7 +5,7 @@ import { outboxSealMaterial } from "../../../durable-objects/contract/mail-seal"
 import type { MailLook } from "../branding/branding";
 import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
-import { type Routing, routeKey, shardAddress } from "../routing/router";
+import { type Routing, routeKey, shardAddress } from "../routing/shard-refs";
 import { shardNamed } from "../routing/stores";
 import { auditShardName } from "./audit";
 import { MailError, type OtpMessage } from "./mail/message";
