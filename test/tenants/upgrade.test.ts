@@ -88,7 +88,8 @@ describe("the upgrade to tenants (schema/0009)", () => {
 
   it("accepts a default-tenant id minted as the code before tenants minted it", () => {
     // The id codec (workers/shared/routing/ids.ts) before tenants:
-    // `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC the first 16 bytes of HMAC-SHA-256(OTP_HMAC_SECRET, "id:" + body), base64url.
+    // `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC the first 16 bytes of
+    // HMAC-SHA-256(OTP_HMAC_SECRET, "id:" + body), base64url.
     const config = loadConfig(env);
     const body = "gr_global_0_1_AAAAAAAAAAAAAAAAAAAAAA";
     const mac = createHmac("sha256", config.OTP_HMAC_SECRET).update(`id:${body}`).digest().subarray(0, 16);
