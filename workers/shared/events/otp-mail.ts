@@ -45,7 +45,7 @@ export function otpMessage(config: Config, to: string, code: string, now: number
  * MailOutbox shard, sealed under MAIL_OUTBOX_SECRET, and its alarm retries with backoff. The code is
  * never regenerated. The `code_sent` event was kept with the code; a failure is a `mail_failed` event,
  * and a retry that succeeds a `code_sent` with its attempt. Never throws. (Captured mail never comes
- * here: the ChallengeStore keeps it with the code, see captured.ts.)
+ * here: the ChallengeStore keeps it with the code, see captured-mail.ts.)
  */
 export async function deliverOtp(
   env: Env,
