@@ -72,7 +72,7 @@ export function setup() {
   return { client, pool };
 }
 
-// Ids are `<prefix>_<region>_<generation>_<shard>_<secret>` (workers/shared/routing/router.ts): a refresh
+// Ids are `<prefix>_<region>_<generation>_<shard>_<secret>` (workers/shared/routing/ids.ts): a refresh
 // token's prefix is `gr`, a login transaction's `tx`.
 const generationOf = (id) => {
   const m = /^[a-z]+_[a-z][a-z0-9]+_([0-9a-z]{1,2})_/.exec(String(id));

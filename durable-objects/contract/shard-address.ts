@@ -4,7 +4,7 @@ import { STORE_BINDINGS } from "./verbs";
 /**
  * A shard by its address, as a write-behind item or a row carries it (a mail retry's audit shard, a
  * webhook endpoint's queue, a user's entity shard, a challenge's home):
- * `[<jurisdiction>/]<object name>[@<hint>]`, the form workers/shared/routing/router.ts shardAddress
+ * `[<jurisdiction>/]<object name>[@<hint>]`, the form workers/shared/routing/shard-refs.ts shardAddress
  * writes. Both sides reach shards this way, so it lives in the contract: a Worker through
  * workers/shared/routing/stores.ts (typed by its Env), a store through `stubAt` with its own binding.
  */

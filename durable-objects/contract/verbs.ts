@@ -243,15 +243,16 @@ export interface VerifyChallenge {
   now: number;
   policy: OtpPolicy;
   /**
-   * The address's home shard (router.ts shardAddress), when it is not this one (the login was
-   * placed in another region than the home): a wrong code is also counted there, and until it is,
+   * The address's home shard (routing/shard-refs.ts shardAddress), when it is not this one (the login
+   * was placed in another region than the home): a wrong code is also counted there, and until it is,
    * no other code of the address is tried here.
    */
   home?: string;
   /**
-   * The address's shards in earlier generations that were current within the last day (router.ts
-   * recentEarlierShards): on the first wrong code here, their counts are carried over, so a shard count
-   * change resets no limit (issue 27 item 9). `homeCarryFrom` is the same for the home shard.
+   * The address's shards in earlier generations that were current within the last day
+   * (routing/shard-refs.ts recentEarlierShards): on the first wrong code here, their counts are
+   * carried over, so a shard count change resets no limit (issue 27 item 9). `homeCarryFrom` is the
+   * same for the home shard.
    */
   carryFrom?: string[];
   homeCarryFrom?: string[];

@@ -2,7 +2,7 @@ import { env, runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEmailKey } from "../../workers/shared/events/audit";
-import { routeKey } from "../../workers/shared/routing/router";
+import { routeKey } from "../../workers/shared/routing/shard-refs";
 import {
   authorizeQuery,
   Browser,

@@ -2,7 +2,7 @@ import { env } from "cloudflare:test";
 import { expect } from "vitest";
 import type { EntitySqlRow } from "../../durable-objects/entity-store";
 import { loadConfig } from "../../workers/shared/config/config";
-import { allShards, objectName } from "../../workers/shared/routing/router";
+import { allShards, objectName } from "../../workers/shared/routing/shard-refs";
 import { admin, type TestEnv, uniqueEmail } from "../support/harness";
 
 /** An entity's row as its shard stores it. */

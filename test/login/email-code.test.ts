@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import authApp from "../../workers/op-auth/src/index";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEmailKey } from "../../workers/shared/events/audit";
-import { routeKey } from "../../workers/shared/routing/router";
+import { routeKey } from "../../workers/shared/routing/shard-refs";
 import {
   admin,
   Browser,

@@ -2,7 +2,7 @@ import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { hmac } from "../../durable-objects/contract/crypto";
 import { loadConfig } from "../../workers/shared/config/config";
-import { routeKey } from "../../workers/shared/routing/router";
+import { routeKey } from "../../workers/shared/routing/shard-refs";
 import {
   Browser,
   call,

@@ -8,8 +8,10 @@ import {
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import mgmt from "../../workers/op-mgmt/src/index";
 import { loadConfig } from "../../workers/shared/config/config";
+import { DRAIN_MS } from "../../workers/shared/routing/generations";
+import { parseId } from "../../workers/shared/routing/ids";
 import { forgetLiveGenerations, withLiveShards } from "../../workers/shared/routing/live-shards";
-import { allShards, DRAIN_MS, parseId } from "../../workers/shared/routing/router";
+import { allShards } from "../../workers/shared/routing/shard-refs";
 import {
   admin,
   fullLogin,

@@ -5,7 +5,8 @@ import { loadConfig } from "../../workers/shared/config/config";
 import { ConfigError } from "../../workers/shared/config/vars";
 import { regionLetter } from "../../workers/shared/oauth/device";
 
-import { regionFor, routeKey } from "../../workers/shared/routing/router";
+import { regionFor } from "../../workers/shared/routing/placement";
+import { routeKey } from "../../workers/shared/routing/shard-refs";
 import { shard } from "../../workers/shared/routing/stores";
 import {
   admin,

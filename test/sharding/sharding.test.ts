@@ -2,20 +2,10 @@ import { env } from "cloudflare:test";
 import { createHmac } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../workers/shared/config/config";
-import {
-  currentGeneration,
-  fnv1a,
-  ID_PREFIX,
-  ID_STORE,
-  type IdKind,
-  issueId,
-  objectName,
-  type Placement,
-  parseId,
-  routeKey,
-  type ShardRef,
-  shardAddress,
-} from "../../workers/shared/routing/router";
+import { currentGeneration } from "../../workers/shared/routing/generations";
+import { ID_PREFIX, ID_STORE, type IdKind, issueId, parseId } from "../../workers/shared/routing/ids";
+import type { Placement } from "../../workers/shared/routing/placement";
+import { fnv1a, objectName, routeKey, type ShardRef, shardAddress } from "../../workers/shared/routing/shard-refs";
 import { idParts } from "../support/harness";
 
 const randomKey = () => {

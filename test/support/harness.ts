@@ -8,7 +8,7 @@ import tokenApp from "../../workers/op-token/src/index";
 import { workerFor } from "../../workers/shared/app/worker-routes";
 import { loadConfig } from "../../workers/shared/config/config";
 import { codeGrantId } from "../../workers/shared/oauth/auth-code";
-import { parseId } from "../../workers/shared/routing/router";
+import { parseId } from "../../workers/shared/routing/ids";
 import { openSealedId } from "../../workers/shared/routing/sealed-id";
 
 export const ISSUER = env.ISSUER;

@@ -3,7 +3,7 @@ import { createHmac } from "node:crypto";
 import { decodeJwt } from "jose";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../workers/shared/config/config";
-import { parseId } from "../../workers/shared/routing/router";
+import { parseId } from "../../workers/shared/routing/ids";
 import { admin, fullLogin, type TestClient, type TestEnv, uniqueEmail } from "../support/harness";
 
 /**
@@ -87,8 +87,9 @@ describe("the upgrade to tenants (schema/0009)", () => {
   });
 
   it("accepts a default-tenant id minted as the code before tenants minted it", () => {
-    // workers/shared/routing/router.ts before tenants: `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC
-    // the first 16 bytes of HMAC-SHA-256(OTP_HMAC_SECRET, "id:" + body), base64url.
+    // The id codec (workers/shared/routing/ids.ts) before tenants:
+    // `<prefix>_<region>_<gen>_<shard>_<random><MAC>`, the MAC the first 16 bytes of
+    // HMAC-SHA-256(OTP_HMAC_SECRET, "id:" + body), base64url.
     const config = loadConfig(env);
     const body = "gr_global_0_1_AAAAAAAAAAAAAAAAAAAAAA";
     const mac = createHmac("sha256", config.OTP_HMAC_SECRET).update(`id:${body}`).digest().subarray(0, 16);

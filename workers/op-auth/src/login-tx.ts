@@ -2,7 +2,8 @@ import { sha256 } from "../../../durable-objects/contract/crypto";
 import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
 import type { Config } from "../../shared/config/config";
 import type { LoginClaims, TokenClaimsTemplate } from "../../shared/oauth/token-claims";
-import { currentGeneration, type ParsedId, shardsIn } from "../../shared/routing/router";
+import { currentGeneration, shardsIn } from "../../shared/routing/generations";
+import type { ParsedId } from "../../shared/routing/ids";
 import { issueSealedId, openSealedId, sealOnto } from "../../shared/routing/sealed-id";
 import type { TxUi } from "./pages/ui";
 

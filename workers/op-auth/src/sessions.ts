@@ -5,7 +5,7 @@ import { isRevoked } from "../../shared/oauth/tokens";
 import { findUser, type User, userStillValid } from "../../shared/people/users";
 import type { Env } from "../../shared/platform/env";
 import { cookieName, getCookie } from "../../shared/platform/http";
-import { type ParsedId, parseId } from "../../shared/routing/router";
+import { type ParsedId, parseId } from "../../shared/routing/ids";
 import { shard } from "../../shared/routing/stores";
 
 export const TX_COOKIE = "kw_tx";

@@ -1,7 +1,7 @@
 import { dropMonthsBefore } from "../../../durable-objects/contract/audit-trail";
 import type { Config } from "../../shared/config/config";
 import type { Env } from "../../shared/platform/env";
-import { DEFAULT_TENANT } from "../../shared/routing/router";
+import { DEFAULT_TENANT } from "../../shared/routing/tenant-route";
 
 /** Rows one statement deletes: small enough to stay far inside D1's per-query time limit. */
 export const RETENTION_BATCH = 5_000;

@@ -5,8 +5,9 @@ import { STORE_NAMES, type StoreName } from "../../shared/config/shards";
 import { recordAudit } from "../../shared/events/audit";
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
+import { currentGeneration } from "../../shared/routing/generations";
 import { withLiveShards } from "../../shared/routing/live-shards";
-import { currentGeneration, type Placement, placementOf } from "../../shared/routing/router";
+import { type Placement, placementOf } from "../../shared/routing/placement";
 import { shard } from "../../shared/routing/stores";
 import { appendShardGeneration } from "./shards";
 

@@ -13,15 +13,11 @@ import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
+import { currentGeneration, firstLiveGeneration, shardsIn } from "../../shared/routing/generations";
+import { ID_GENERATIONS } from "../../shared/routing/ids";
 import { forgetLiveGenerations } from "../../shared/routing/live-shards";
-import {
-  allShards,
-  currentGeneration,
-  firstLiveGeneration,
-  ID_GENERATIONS,
-  placementOf,
-  shardsIn,
-} from "../../shared/routing/router";
+import { placementOf } from "../../shared/routing/placement";
+import { allShards } from "../../shared/routing/shard-refs";
 import { shard } from "../../shared/routing/stores";
 import { body } from "./validation";
 
@@ -49,7 +45,7 @@ export function listShards(c: Context<AppEnv>): Response {
         const generation = currentGeneration(shards, store, now);
         const first = firstLiveGeneration(shards, store, now);
         // Only the live generations, from `first_live_generation` on: the drained ones before it are
-        // retired, routed no more (router.ts DRAIN_MS), and their rows deleted by the cron.
+        // retired, routed no more (routing/generations.ts DRAIN_MS), and their rows deleted by the cron.
         const live = Array.from({ length: shards[store].length - first }, (_, i) => first + i);
         return [
           store,
@@ -232,7 +228,7 @@ export async function appendShardGeneration(
       `a generation of ${store} is issued into from ${new Date(pendingUntil).toISOString()}; append after that`,
     );
   const generation = Math.max(config.SHARDS[store].length, (last?.gen ?? -1) + 1);
-  // An id names its generation modulo ID_GENERATIONS (router.ts): generations live at once must stay
+  // An id names its generation modulo ID_GENERATIONS (routing/ids.ts): generations live at once must stay
   // fewer, or a new id would name an older live generation too. Drained ones do not count (issue 38
   // item 14); `config` has the live generations, as every admin route's does.
   const firstLive = firstLiveGeneration(config.SHARDS, store, now);

@@ -6,7 +6,8 @@ import { STORE_NAMES } from "../../shared/config/shards";
 import type { Env } from "../../shared/platform/env";
 import { json, NO_STORE } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
-import { allShards, currentGeneration, type ShardedStore, type ShardRef, shardsIn } from "../../shared/routing/router";
+import { currentGeneration, type ShardedStore, shardsIn } from "../../shared/routing/generations";
+import { allShards, type ShardRef } from "../../shared/routing/shard-refs";
 import { shard } from "../../shared/routing/stores";
 
 /** The counters a store's shards sum to, and the deployment's totals sum over stores. */

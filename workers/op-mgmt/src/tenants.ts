@@ -11,8 +11,9 @@ import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
-import { allShards, DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/routing/router";
+import { allShards } from "../../shared/routing/shard-refs";
 import { shard } from "../../shared/routing/stores";
+import { DEFAULT_TENANT, issuerOf, TENANT_ID } from "../../shared/routing/tenant-route";
 import {
   forgetTenant,
   type Tenant,

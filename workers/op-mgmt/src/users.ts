@@ -10,7 +10,7 @@ import { findUser, findUserByEmail, newUserId, type User } from "../../shared/pe
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
-import { keyShardsEverywhere, routeKey, shardAddress } from "../../shared/routing/router";
+import { keyShardsEverywhere, routeKey, shardAddress } from "../../shared/routing/shard-refs";
 import { shard } from "../../shared/routing/stores";
 import { dropUserGrants } from "./entities/service";
 import { body, queryLimit } from "./validation";

@@ -8,7 +8,7 @@ import { newWebhookSecret } from "../../shared/events/webhooks/signature";
 import { OAuthError } from "../../shared/platform/errors";
 import { json, NO_STORE } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
-import { routeKey, shardAddress } from "../../shared/routing/router";
+import { routeKey, shardAddress } from "../../shared/routing/shard-refs";
 import { shardNamed } from "../../shared/routing/stores";
 import { body, queryLimit } from "./validation";
 

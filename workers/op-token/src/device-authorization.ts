@@ -6,8 +6,9 @@ import { OAuthError } from "../../shared/platform/errors";
 import { json, NO_STORE, readForm } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
 import { takeIpQuota } from "../../shared/request/ip-quota";
-import { issueId, tenantScoped } from "../../shared/routing/router";
+import { issueId } from "../../shared/routing/ids";
 import { shard } from "../../shared/routing/stores";
+import { tenantScoped } from "../../shared/routing/tenant-route";
 import { corsClient } from "./cors";
 
 const OIDC_SCOPES = ["openid", "email", "profile", "offline_access"];

@@ -2,7 +2,7 @@ import { sha256 } from "../../../durable-objects/contract/crypto";
 import type { Config } from "../../shared/config/config";
 import { revokeInSidShard } from "../../shared/oauth/tokens";
 import type { Env } from "../../shared/platform/env";
-import { parseId } from "../../shared/routing/router";
+import { parseId } from "../../shared/routing/ids";
 import { shard } from "../../shared/routing/stores";
 
 /**

@@ -12,7 +12,7 @@ import {
 } from "../../shared/oauth/tokens";
 import { findUser, userStillValid } from "../../shared/people/users";
 import type { Env } from "../../shared/platform/env";
-import { parseId } from "../../shared/routing/router";
+import { parseId } from "../../shared/routing/ids";
 import { shard } from "../../shared/routing/stores";
 
 export type KnownToken =

@@ -15,7 +15,8 @@ import { percentDecodesCleanly, watchBody } from "../platform/http";
 import { admitNewWork, finished, isNewWorkByPath, started } from "../request/admission";
 import type { AppEnv } from "../request/context";
 import { withLiveShards } from "../routing/live-shards";
-import { adminTenantRouteOf, regionFor, requestGeo, tenantRouteOf } from "../routing/router";
+import { regionFor, requestGeo } from "../routing/placement";
+import { adminTenantRouteOf, tenantRouteOf } from "../routing/tenant-route";
 import { configForRequest } from "../tenancy/tenants";
 import { countingEnv, isolateCounters, mountIsolateRoutes } from "./isolate";
 

@@ -5,11 +5,14 @@ import { hmac, randomToken } from "../../../durable-objects/contract/crypto";
 import type { AuditEvent } from "../../../durable-objects/contract/verbs";
 import type { Config } from "../config/config";
 import type { AppEnv } from "../request/context";
-import { type IdCodec, parseId, type Routing, routeKey, shardAddress, tenantScoped } from "../routing/router";
+import { type IdCodec, parseId } from "../routing/ids";
+import { type Routing, routeKey, shardAddress } from "../routing/shard-refs";
+import { tenantScoped } from "../routing/tenant-route";
 
 /**
  * The AuditBuffer shard for an event: by its user or email when it has one (one user's events stay
- * in order in one buffer), else at random. Placed in the region given (the request's), and named by its address (router.ts shardAddress).
+ * in order in one buffer), else at random. Placed in the region given (the request's), and named by
+ * its address (routing/shard-refs.ts shardAddress).
  */
 export function auditShardName(routing: Routing, region: string, key?: string | null): string {
   return shardAddress(routeKey(routing, "audit", key ?? randomToken(8), region));

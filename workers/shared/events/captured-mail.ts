@@ -2,7 +2,7 @@ import { seal, unseal } from "../../../durable-objects/contract/crypto";
 import { outboxSealMaterial } from "../../../durable-objects/contract/mail-seal";
 import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
-import { keyShardsEverywhere } from "../routing/router";
+import { keyShardsEverywhere } from "../routing/shard-refs";
 import { shard } from "../routing/stores";
 import { auditEmailKey } from "./audit";
 import { type OtpMessage, renderOtpMail } from "./mail/message";

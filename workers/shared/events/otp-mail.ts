@@ -5,7 +5,7 @@ import { outboxSealMaterial } from "../../../durable-objects/contract/mail-seal"
 import type { MailLook } from "../branding/branding";
 import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
-import { type Routing, routeKey, shardAddress } from "../routing/router";
+import { type Routing, routeKey, shardAddress } from "../routing/shard-refs";
 import { shardNamed } from "../routing/stores";
 import { auditShardName } from "./audit";
 import { MailError, type OtpMessage } from "./mail/message";
@@ -45,7 +45,7 @@ export function otpMessage(config: Config, to: string, code: string, now: number
  * MailOutbox shard, sealed under MAIL_OUTBOX_SECRET, and its alarm retries with backoff. The code is
  * never regenerated. The `code_sent` event was kept with the code; a failure is a `mail_failed` event,
  * and a retry that succeeds a `code_sent` with its attempt. Never throws. (Captured mail never comes
- * here: the ChallengeStore keeps it with the code, see captured.ts.)
+ * here: the ChallengeStore keeps it with the code, see captured-mail.ts.)
  */
 export async function deliverOtp(
   env: Env,

@@ -1,7 +1,8 @@
 import { hmac, sha256 } from "../../../durable-objects/contract/crypto";
 import type { Config } from "../config/config";
-import { issueId, type ParsedId, parseId, type ShardRef } from "../routing/router";
+import { issueId, type ParsedId, parseId } from "../routing/ids";
 import { issueSealedId, openSealedId } from "../routing/sealed-id";
+import type { ShardRef } from "../routing/shard-refs";
 import type { RequestedClaims } from "./claims-request";
 import type { LoginClaims } from "./token-claims";
 

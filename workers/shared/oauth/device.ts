@@ -1,13 +1,6 @@
 import type { Config } from "../config/config";
-import {
-  currentGeneration,
-  fnv1a,
-  type Routing,
-  routeKey,
-  routeKeyIn,
-  type ShardRef,
-  shardsIn,
-} from "../routing/router";
+import { currentGeneration, shardsIn } from "../routing/generations";
+import { fnv1a, type Routing, routeKey, routeKeyIn, type ShardRef } from "../routing/shard-refs";
 
 /** RFC 8628 §3.4: the grant type a device polls the token endpoint with. */
 export const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";

@@ -2,7 +2,7 @@ import { errorField, log } from "../../../durable-objects/contract/log";
 import type { ChangedClaims, ClaimsSnapshot } from "../../../durable-objects/contract/verbs";
 import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
-import { keyShardsEverywhere, shardAddress } from "../routing/router";
+import { keyShardsEverywhere, shardAddress } from "../routing/shard-refs";
 import { shard, shardNamed } from "../routing/stores";
 
 /**

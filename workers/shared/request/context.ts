@@ -1,6 +1,6 @@
 import type { Config } from "../config/config";
 import type { Env } from "../platform/env";
-import type { TenantRoute } from "../routing/router";
+import type { TenantRoute } from "../routing/tenant-route";
 
 /**
  * What a Hono handler of any Keyway Worker sees on its context: the bindings, and what the app

@@ -3,7 +3,7 @@ import type { Config } from "../config/config";
 import { LIVE_STORES, type LiveStoreName } from "../config/shards";
 import type { Env } from "../platform/env";
 import { unavailable } from "../platform/errors";
-import { firstLiveGeneration, withGenerations } from "./router";
+import { firstLiveGeneration, withGenerations } from "./generations";
 
 /**
  * Shard generations appended live (issue 13): rows of D1 `shard_generations`, after the generations
@@ -81,7 +81,7 @@ export function forgetLiveGenerations(): void {
 }
 
 /**
- * Deletes the rows of live generations that are drained (router.ts firstLiveGeneration), so a store's
+ * Deletes the rows of live generations that are drained (generations.ts firstLiveGeneration), so a store's
  * list stops growing however often its count changes (issue 38 item 14). Only a prefix of each store's
  * rows goes: the generation ids are routed to now, and every one after it, keep theirs. An isolate
  * that still holds the deleted rows routes nothing new by them: their ids are refused as drained.

@@ -1,6 +1,7 @@
 import { seal, unseal } from "../../../durable-objects/contract/crypto";
 import type { Config } from "../config/config";
-import { type IdCodec, type IdKind, issueId, type ParsedId, parseId, type ShardRef } from "./router";
+import { type IdCodec, type IdKind, issueId, type ParsedId, parseId } from "./ids";
+import type { ShardRef } from "./shard-refs";
 
 /**
  * An issued id that carries its own state: `<id>.<sealed>`, where `<id>` is an ordinary Keyway id

@@ -3,7 +3,8 @@ import type { Jurisdiction, LocationHint } from "../../../durable-objects/contra
 import { stubAt, stubIn } from "../../../durable-objects/contract/shard-address";
 import type { STORE_BINDINGS } from "../../../durable-objects/contract/verbs";
 import type { Env } from "../platform/env";
-import { objectName, type ShardedStore, type ShardRef } from "./router";
+import type { ShardedStore } from "./generations";
+import { objectName, type ShardRef } from "./shard-refs";
 
 type BindingOf<S extends ShardedStore> = (typeof STORE_BINDINGS)[S]["binding"];
 type StubOf<S extends ShardedStore> =
@@ -45,7 +46,7 @@ function traced<T extends object>(stub: T, store: string, region: string): T {
 }
 
 /**
- * The stub of a shard by the address a write-behind item carries (router.ts shardAddress: a mail
+ * The stub of a shard by the address a write-behind item carries (shard-refs.ts shardAddress: a mail
  * retry's audit shard): the address is checked to be one of `store`'s shards, never any object of
  * the namespace (durable-objects/contract/shard-address.ts, which the stores use too).
  */

@@ -7,7 +7,7 @@ import type { Config } from "../config/config";
 import { policyFields } from "../config/policy";
 import type { Env } from "../platform/env";
 import { OAuthError, unavailable } from "../platform/errors";
-import { DEFAULT_TENANT, hostedAt, issuerOf, TENANT_ID, type TenantRoute } from "../routing/router";
+import { DEFAULT_TENANT, hostedAt, issuerOf, TENANT_ID, type TenantRoute } from "../routing/tenant-route";
 
 /**
  * Tenants (issue 23, CONTRACT §8): many issuers in one deployment. A tenant is a hard boundary: its

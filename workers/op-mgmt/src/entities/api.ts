@@ -4,7 +4,8 @@ import { normalizeEmail } from "../../../shared/people/email";
 import { OAuthError } from "../../../shared/platform/errors";
 import { json } from "../../../shared/platform/http";
 import type { AppEnv } from "../../../shared/request/context";
-import { allShards, parseId, shardAddress } from "../../../shared/routing/router";
+import { parseId } from "../../../shared/routing/ids";
+import { allShards, shardAddress } from "../../../shared/routing/shard-refs";
 import { shard, shardNamed } from "../../../shared/routing/stores";
 import { body, queryLimit, readCursor, writeCursor } from "../validation";
 import {

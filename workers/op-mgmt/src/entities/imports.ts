@@ -8,7 +8,8 @@ import { newUserId } from "../../../shared/people/users";
 import { invalidRequest, OAuthError } from "../../../shared/platform/errors";
 import { json, type StreamedBody, streamingBody } from "../../../shared/platform/http";
 import type { AppEnv } from "../../../shared/request/context";
-import { parseId, shardAddress } from "../../../shared/routing/router";
+import { parseId } from "../../../shared/routing/ids";
+import { shardAddress } from "../../../shared/routing/shard-refs";
 import { rememberInShards } from "../users";
 import { type EntityType, entityInput, entityTypes, grantInput } from "./model";
 import {

@@ -12,15 +12,9 @@ import { markClaimsChangedEverywhere } from "../../../shared/oauth/tokens";
 import { pushClaims } from "../../../shared/people/entity-claims";
 import type { Env } from "../../../shared/platform/env";
 import { OAuthError } from "../../../shared/platform/errors";
-import {
-  currentGeneration,
-  issueId,
-  parseId,
-  routeKeyIn,
-  type ShardRef,
-  shardAddress,
-  shardsIn,
-} from "../../../shared/routing/router";
+import { currentGeneration, shardsIn } from "../../../shared/routing/generations";
+import { issueId, parseId } from "../../../shared/routing/ids";
+import { routeKeyIn, type ShardRef, shardAddress } from "../../../shared/routing/shard-refs";
 import { type shard, shardNamed } from "../../../shared/routing/stores";
 import { type EntityType, grantPermissions } from "./model";
 
