@@ -551,6 +551,25 @@ describe("client configuration (RFC 7592)", () => {
     expect((await configure(client)).status).toBe(200);
   });
 
+  it("replaces the subject type and the request object algorithm too (RFC 7592 §2.2: the whole registration)", async () => {
+    const client = await registered();
+    const put = await configure(client, {
+      method: "PUT",
+      json: {
+        client_id: client.client_id,
+        redirect_uris: client.redirect_uris,
+        subject_type: "pairwise",
+        request_object_signing_alg: "none",
+      },
+    });
+    expect(put.status, await put.clone().text()).toBe(200);
+    expect(await put.json()).toMatchObject({ subject_type: "pairwise", request_object_signing_alg: "none" });
+    const row = await env.DB.prepare("SELECT subject_type, request_object_signing_alg FROM clients WHERE client_id = ?")
+      .bind(client.client_id)
+      .first();
+    expect(row).toEqual({ subject_type: "pairwise", request_object_signing_alg: "none" });
+  });
+
   it("refuses a replacement with bad metadata, another client_id, a wrong secret or another kind of authentication", async () => {
     const client = await registered();
     const base = { client_id: client.client_id, redirect_uris: client.redirect_uris };

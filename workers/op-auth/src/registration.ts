@@ -447,6 +447,11 @@ export async function replaceRegistration(c: Context<AppEnv>): Promise<Response>
     jwks_uri: input.jwks_uri,
     request_uris: input.request_uris,
     require_pkce: input.require_pkce,
+    // OIDC Registration §2: a replacement may change the subject type (and so the client's `sub`s),
+    // its sector and its request object algorithm like any other field.
+    subject_type: input.subject_type,
+    sector_identifier_uri: input.sector_identifier_uri,
+    request_object_signing_alg: input.request_object_signing_alg,
     registration_metadata: metadata,
     updated_at: Date.now(),
   };
