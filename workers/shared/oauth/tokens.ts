@@ -159,10 +159,6 @@ export async function signIdToken(
 }
 
 /**
- * OIDC Core §3.1.3.6 / §3.3.2.11: the left half of the access token's hash, base64url. RS256 and ES256
- * both hash with SHA-256, so the left 128 bits.
- */
-/**
  * A signed userinfo response (OIDC Core §5.3.2): the userinfo claims with `iss` (the tenant's issuer)
  * and `aud` (the client), signed by the tenant's current key of the client's
  * `userinfo_signed_response_alg`; the key ring is the one that just verified the access token.
@@ -182,6 +178,10 @@ export async function signUserinfo(
     .sign(key.key);
 }
 
+/**
+ * OIDC Core §3.1.3.6 / §3.3.2.11: the left half of the access token's hash, base64url. RS256 and ES256
+ * both hash with SHA-256, so the left 128 bits.
+ */
 export async function accessTokenHash(accessToken: string): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(accessToken)));
   return base64url(digest.subarray(0, digest.length / 2));
