@@ -1,18 +1,17 @@
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT, UnsecuredJWT } from "jose";
 import { describe, expect, it } from "vitest";
+import { expectRedirectError, finishLogin, startJson } from "../support/authorize-flow";
 import { documentFetches, documentName, documentUrl, publishDocument } from "../support/documents";
 import {
   admin,
   Browser,
   call,
   ISSUER,
-  latestCode,
   openSealed,
   pkce,
   redeem,
   registerClient,
   type TestClient,
-  uniqueEmail,
   verifyJwt,
 } from "../support/harness";
 import { clientRow, readRegistration, registerDynamic } from "../support/registration";
@@ -81,30 +80,6 @@ function query(client: TestClient, requestUri: string, extra: Record<string, str
     ...extra,
   };
   return new URLSearchParams(Object.entries(q).filter((e): e is [string, string] => e[1] !== null)).toString();
-}
-
-const startJson = (browser: Browser, q: string) =>
-  browser.fetch(`/authorize?${q}`, { headers: { Accept: "application/json" } });
-
-async function finishLogin(browser: Browser, tx: string, email = uniqueEmail()): Promise<URL> {
-  expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
-  const code = await latestCode(email);
-  const ver = await browser.postJson("/email-code/verify", { tx, email, code });
-  expect(ver.status, await ver.clone().text()).toBe(200);
-  const fin = await browser.fetch(((await ver.json()) as { redirect_to: string }).redirect_to);
-  expect(fin.status).toBe(302);
-  return new URL(fin.headers.get("location") as string);
-}
-
-function expectRedirectError(res: Response, uri: string, error: string, state: string | null) {
-  expect(res.status, `${res.headers.get("location")}`).toBe(302);
-  const loc = new URL(res.headers.get("location") as string);
-  expect(`${loc.origin}${loc.pathname}`).toBe(uri);
-  expect(loc.searchParams.get("error"), loc.searchParams.get("error_description") ?? "").toBe(error);
-  expect(loc.searchParams.get("state")).toBe(state);
-  expect(loc.searchParams.get("iss")).toBe(ISSUER);
-  expect(loc.searchParams.get("code")).toBeNull();
-  return loc;
 }
 
 async function assertionFor(client: TestClient, key: Key) {
