@@ -33,8 +33,17 @@ export async function api(method, url, body, headers = {}) {
   return { status: res.status, json, text };
 }
 
-/** Tests whose screenshot for review is the login page of their second authorization. */
-const RELOGIN_TESTS = new Set(["oidcc-prompt-login", "oidcc-max-age-1"]);
+/**
+ * Tests whose screenshot for review is the last login page: of their second authorization
+ * (prompt=login, max_age=1), or the one that shows the client's logo, privacy policy or terms.
+ */
+const RELOGIN_TESTS = new Set([
+  "oidcc-prompt-login",
+  "oidcc-max-age-1",
+  "oidcc-registration-logo-uri",
+  "oidcc-registration-policy-uri",
+  "oidcc-registration-tos-uri",
+]);
 
 /** A test module's states (TestModule.Status in the suite). */
 const DONE = new Set(["FINISHED", "INTERRUPTED"]);
