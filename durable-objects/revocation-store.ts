@@ -18,6 +18,9 @@ export class RevocationStore extends ShardStore {
       // Authorization codes spent (issue 28: here, in their login's shard, so that the login's check
       // and the spend are one call).
       SPENT_CODES_TABLE,
+      // Values good once (a client assertion's or a DPoP proof's jti, a pushed request's request_uri),
+      // each as long as it could be presented: one billed row, dropped with its bucket.
+      "CREATE TABLE IF NOT EXISTS spent_once (key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID",
     ];
   }
 
@@ -27,12 +30,12 @@ export class RevocationStore extends ShardStore {
   }
 
   protected expiringTables(): string[] {
-    return ["revoked", "spent_codes"];
+    return ["revoked", "spent_codes", "spent_once"];
   }
 
   /** Issue 28: a spent code is one billed row, dropped with its bucket. */
   protected override bucketedTables(): string[] {
-    return ["spent_codes"];
+    return ["spent_codes", "spent_once"];
   }
 
   /**
@@ -95,19 +98,22 @@ export class RevocationStore extends ShardStore {
   }
 
   /**
-   * Records `key` until `expiresAt` and says whether it was new: a client assertion's jti is good
-   * once (RFC 7523 §3 item 7).
+   * Spends `key`, good until `expiresAt`, and says whether this was its first use: a client
+   * assertion's jti (RFC 7523 §3 item 7), a DPoP proof's jti (RFC 9449 §11.1), a pushed request's
+   * request_uri (RFC 9126 §4). Kept in expiry buckets, so nothing deletes it row by row; an assertion
+   * spent before the buckets is still found in `revoked` until it expires.
    */
-  async useOnce(key: string, expiresAt: number): Promise<boolean> {
-    const inserted = this.sql
-      .exec(
-        "INSERT INTO revoked (key, expires_at) VALUES (?, ?) ON CONFLICT(key) DO NOTHING RETURNING key",
-        key,
-        expiresAt,
-      )
-      .toArray().length;
-    if (inserted) await this.expireAt(expiresAt);
-    return inserted > 0;
+  async spendOnce(key: string, expiresAt: number): Promise<boolean> {
+    const { table, end } = this.bucketFor("spent_once", expiresAt);
+    const first = this.ctx.storage.transactionSync(() => {
+      if (this.sql.exec("SELECT 1 FROM revoked WHERE key = ?", key).toArray().length) return false;
+      for (const t of this.buckets.tables("spent_once"))
+        if (this.sql.exec(`SELECT 1 FROM ${t} WHERE key = ?`, key).toArray().length) return false;
+      this.sql.exec(`INSERT INTO ${table} (key, expires_at) VALUES (?, ?)`, key, expiresAt);
+      return true;
+    });
+    if (first) await this.expireAt(end);
+    return first;
   }
 
   anyRevoked(keys: string[]): boolean {

@@ -90,6 +90,8 @@ export interface AuthRequest {
   organization?: string;
   /** OIDC Core §5.5: the claims asked for by name, in the ID token and at userinfo (claims-request.ts). */
   requested_claims?: { id_token?: string[]; userinfo?: string[] };
+  /** RFC 9449 §10: the JWK thumbprint of the DPoP key the code's tokens must be bound to. */
+  dpop_jkt?: string;
 }
 
 export interface SessionInfo {

@@ -13,6 +13,7 @@ export const RESPONSE_MODES = ["query", "form_post"] as const;
 
 /** RFC 7636 §4.2: an S256 challenge is BASE64URL(SHA-256(verifier)) without padding, 43 characters. */
 const CODE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+const JWK_THUMBPRINT = /^[A-Za-z0-9_-]{43}$/;
 const ORGANIZATION_ID = /^ent_[A-Za-z0-9_~-]{20,160}$/;
 const PROMPTS = new Set(["none", "login", "consent", "select_account"]);
 
@@ -99,6 +100,9 @@ export function validateAuthorizeRequest(
   // RFC 8707 §2.1: the resources the tokens will be for; an unregistered one is invalid_target.
   const resource = requestedResources(params.resource, client.resources, { uri: redirectUri, state });
   const requestedClaims = parseClaimsRequest(params.claims, (d) => fail("invalid_request", d));
+  // RFC 9449 §10: the thumbprint (RFC 7638, SHA-256, base64url) of the key the code will be bound to.
+  if (params.dpop_jkt !== undefined && !JWK_THUMBPRINT.test(params.dpop_jkt))
+    fail("invalid_request", "dpop_jkt is not a JWK SHA-256 thumbprint");
 
   const req: ValidatedRequest = {
     client_id: client.client_id,
@@ -116,6 +120,7 @@ export function validateAuthorizeRequest(
   if (resource) req.resource = resource;
   if (params.organization !== undefined) req.organization = params.organization;
   if (requestedClaims) req.requested_claims = requestedClaims;
+  if (params.dpop_jkt !== undefined) req.dpop_jkt = params.dpop_jkt;
   // A hint that is not an email address (an opaque subject id, say) is ignored, not an error.
   const hint = params.login_hint?.trim();
   if (hint && hint.length <= 254 && /^[^\s@]+@[^\s@]+$/.test(hint)) req.login_hint = hint;

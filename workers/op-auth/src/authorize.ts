@@ -169,6 +169,7 @@ function requestParams(request: AuthRequest): [string, string][] {
   if (request.state !== undefined) out.push(["state", request.state]);
   if (request.nonce !== undefined) out.push(["nonce", request.nonce]);
   for (const r of request.resource ?? []) out.push(["resource", r]);
+  if (request.dpop_jkt !== undefined) out.push(["dpop_jkt", request.dpop_jkt]);
   return out;
 }
 
@@ -263,6 +264,7 @@ async function redirectWithCode(
     ...(request.resource ? { resource: request.resource } : {}),
     ...(claims ? { claims } : {}),
     ...(request.requested_claims ? { requested_claims: request.requested_claims } : {}),
+    ...(request.dpop_jkt ? { dpop_jkt: request.dpop_jkt } : {}),
   };
   const code = await issueCode(config, grant, Date.now());
   return authorizationResponse(

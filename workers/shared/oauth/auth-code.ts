@@ -24,6 +24,8 @@ export interface CodeGrant {
   claims?: LoginClaims;
   /** OIDC Core §5.5: the claims the request asked for by name. */
   requested_claims?: RequestedClaims;
+  /** RFC 9449 §10: the code is redeemed only with a DPoP proof of the key with this JWK thumbprint. */
+  dpop_jkt?: string;
 }
 
 interface CodeState {

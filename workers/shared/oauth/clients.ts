@@ -6,10 +6,8 @@ import type { Env } from "../platform/env";
 import { OAuthError } from "../platform/errors";
 import { NO_STORE } from "../platform/http";
 import { clientAddress, RATE_LIMIT_PERIOD_SECONDS, weighedLimit } from "../request/ip-quota";
-import { currentGeneration, shardsIn } from "../routing/generations";
-import { routeKeyIn, type ShardRef } from "../routing/shard-refs";
-import { shard } from "../routing/stores";
 import { ClientKeysUnavailable, verifyWithClientKeys } from "./client-keys";
+import { spendOnceAtHome } from "./single-use";
 import { type TokenClaimsTemplate, templateOf } from "./token-claims";
 
 export type AuthMethod = "none" | "client_secret_basic" | "client_secret_post" | "private_key_jwt";
@@ -425,27 +423,15 @@ async function authenticateByAssertion(env: Env, config: Config, form: Record<st
   const exp = payload.exp as number;
   if (exp > now + MAX_ASSERTION_SECONDS)
     throw invalidAssertion(`client_assertion is refused: its exp may be at most ${MAX_ASSERTION_SECONDS} s ahead`);
-  // Used once: recorded on the revocation shard the key hashes to in the home region (one place
-  // whatever region the request came through), in the current generation and, for the assertion's
-  // lifetime after a generation switch, in the one before, where a use just before the switch was
-  // recorded.
-  const key = `assertion:${await sha256(`${clientId}\n${payload.jti}`)}`;
-  const keepUntil = exp * 1000 + 1000;
-  const home = config.REGIONS.home;
-  const shards = shardsIn(config.SHARDS, home);
-  const gen = currentGeneration(shards, "revocation");
-  // Every generation an assertion still alive may have been recorded in: going back from the current
-  // one while each began within an assertion's lifetime, however many switches that spans (issue 27 item 8).
-  const gens = [gen];
-  for (let g = gen; g > 0 && Date.now() - (shards.issueFrom.revocation[g] ?? 0) < MAX_ASSERTION_SECONDS * 1000; g--)
-    gens.push(g - 1);
-  const used = await Promise.all(
-    gens.map((g) => {
-      const ref = routeKeyIn(config, "revocation", key, g, home) as ShardRef;
-      return shard(env, "revocation", ref).useOnce(key, keepUntil);
-    }),
+  // Used once (single-use.ts): the key is the client and its jti, as before.
+  const fresh = await spendOnceAtHome(
+    env,
+    config,
+    "assertion",
+    `${clientId}\n${payload.jti}`,
+    exp * 1000 + 1000,
+    MAX_ASSERTION_SECONDS,
   );
-  const fresh = used.every(Boolean);
   if (!fresh) throw invalidAssertion("client_assertion was used before");
   return client;
 }

@@ -33,6 +33,8 @@ export const ID_PREFIX = {
   jti: "at",
   device: "dc",
   entity: "ent",
+  /** RFC 9126: a pushed authorization request, spent once in its revocation shard. */
+  par: "par",
 } as const;
 export type IdKind = keyof typeof ID_PREFIX;
 
@@ -47,6 +49,7 @@ export const ID_STORE: Record<IdKind, StoreName | "entity"> = {
   jti: "revocation",
   device: "code",
   entity: "entity",
+  par: "revocation",
 };
 
 /**

@@ -14,9 +14,10 @@ import type { ShardRef } from "./shard-refs";
 
 /**
  * Seals of different purposes never open as each other: a login transaction, the same transaction once
- * its code was verified (what `redirect_to` carries), an authorization code.
+ * its code was verified (what `redirect_to` carries), an authorization code, a pushed authorization
+ * request (RFC 9126).
  */
-export type SealPurpose = "login-tx" | "login-done" | "auth-code";
+export type SealPurpose = "login-tx" | "login-done" | "auth-code" | "pushed-request";
 
 /** Enough for any state a login carries (an authorization request's `state` may be 8 KiB). */
 const MAX_LENGTH = 16_384;
