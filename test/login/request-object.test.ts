@@ -369,7 +369,7 @@ describe("request_object_signing_alg in the admin API and discovery", () => {
   it("says request objects are supported, with the algorithms accepted, and request_uri with registration", async () => {
     const doc = (await (await call("/.well-known/openid-configuration")).json()) as Record<string, unknown>;
     expect(doc.request_parameter_supported).toBe(true);
-    expect(doc.request_object_signing_alg_values_supported).toEqual(["RS256", "ES256", "none"]);
+    expect(doc.request_object_signing_alg_values_supported).toEqual(["RS256", "PS256", "ES256", "none"]);
     expect(doc.request_uri_parameter_supported).toBe(true);
     expect(doc.require_request_uri_registration).toBe(true);
   });

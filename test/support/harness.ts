@@ -455,11 +455,14 @@ export function writeBehindStub(kind: "mail" | "audit", shardNo: number): Durabl
  * env's secret by Keyway's own codec: what a holder of the secret, and only one, can read.
  */
 export async function openSealed<T = Record<string, unknown>>(
-  kind: "tx" | "verified-tx" | "code",
+  kind: "tx" | "verified-tx" | "code" | "par",
   value: string,
 ): Promise<T | null> {
-  const purpose = ({ tx: "login-tx", "verified-tx": "login-done", code: "auth-code" } as const)[kind];
-  const opened = await openSealedId<T>(loadConfig(env), kind === "code" ? "code" : "tx", purpose, value);
+  const purpose = (
+    { tx: "login-tx", "verified-tx": "login-done", code: "auth-code", par: "pushed-request" } as const
+  )[kind];
+  const idKind = kind === "code" || kind === "par" ? kind : "tx";
+  const opened = await openSealedId<T>(loadConfig(env), idKind, purpose, value);
   return opened?.state ?? null;
 }
 

@@ -33,6 +33,7 @@ import { beginLoginTx, openVerifiedLogin } from "./login-tx";
 import { emailStep } from "./pages/login";
 import { organizationPage } from "./pages/organizations";
 import { requestUi, txPageUi, txUiFor } from "./pages/ui";
+import { openPushedRequest, PUSHED_REQUEST_URI } from "./par";
 import { withRequestObjectOrUri } from "./request-uri";
 import { type BrowserSession, currentSession, sessionCookie, standingUser, TX_COOKIE } from "./sessions";
 
@@ -57,7 +58,24 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
   // OIDC Core §6.1 and §6.2: a request object's parameters, by value or fetched from a registered
   // request_uri, supersede the query's (request-object.ts, request-uri.ts).
-  const request = validateAuthorizeRequest(await withRequestObjectOrUri(config, params, client), client);
+  // RFC 9126 §4: a pushed request's parameters, and only those, once; else the query's.
+  const pushed = params.request_uri?.startsWith(PUSHED_REQUEST_URI) === true;
+  const request = validateAuthorizeRequest(
+    pushed
+      ? await openPushedRequest(c.env, config, params, client)
+      : await withRequestObjectOrUri(config, params, client),
+    client,
+  );
+  // RFC 9126 §5/§6: a client or tenant that requires pushed requests takes no other.
+  if (
+    !pushed &&
+    (config.POLICY.require_pushed_authorization_requests ||
+      (client as (Client & { require_pushed_authorization_requests?: boolean }) | null)
+        ?.require_pushed_authorization_requests)
+  )
+    throw new OAuthError("invalid_request", "this client must push its authorization requests (PAR, RFC 9126)", {
+      redirect: redirectOf(request),
+    });
   const hinted = request.id_token_hint !== undefined ? await hintedSubject(c, request) : undefined;
   const live = await liveSession(c.env, config, c.req.raw, request);
   // OIDC Core §3.1.2.1: a session of another user than the hint names does not answer; with

@@ -7,7 +7,8 @@ import { REQUEST_OBJECT_ALGS } from "./request-object";
 
 /** OpenID Connect Discovery 1.0 §3. Every value here is true of the running server. */
 export function discovery(c: Context<AppEnv>): Response {
-  const issuer = c.get("config").ISSUER;
+  const config = c.get("config");
+  const issuer = config.ISSUER;
   const doc = {
     issuer,
     authorization_endpoint: `${issuer}/authorize`,
@@ -80,6 +81,9 @@ export function discovery(c: Context<AppEnv>): Response {
     // registered (request_uris), RFC 9101 §10.4.1.
     request_uri_parameter_supported: true,
     require_request_uri_registration: true,
+    // RFC 9126 (par.ts): a request_uri good once, for pushed_request_ttl_seconds.
+    pushed_authorization_request_endpoint: `${issuer}/par`,
+    require_pushed_authorization_requests: config.POLICY.require_pushed_authorization_requests,
     frontchannel_logout_supported: false,
     backchannel_logout_supported: false,
   };

@@ -8,6 +8,7 @@ import { discovery } from "./discovery";
 import { generateCode, restartLogin, verifyCode } from "./email-code";
 import { renderAuthError } from "./errors";
 import { logout } from "./logout";
+import { pushAuthorizationRequest } from "./par";
 import { deleteRegistration, readRegistration, register, replaceRegistration } from "./registration";
 
 /**
@@ -20,6 +21,9 @@ app.onError((err, c) => renderAuthError(err, c));
 
 app.get("/.well-known/openid-configuration", discovery);
 app.on(["GET", "POST"], "/authorize", authorize);
+// RFC 9126: pushed authorization requests (par.ts).
+app.post("/par", pushAuthorizationRequest);
+app.all("/par", () => methodNotAllowed("POST"));
 app.post("/email-code/generate", generateCode);
 app.post("/email-code/verify", verifyCode);
 app.post("/email-code/restart", restartLogin);

@@ -6,7 +6,7 @@ import { OAuthError, type OAuthErrorCode } from "../../shared/platform/errors";
 import { invalidRequestPage } from "./errors";
 
 /** Discovery's `request_object_signing_alg_values_supported`: `none` only for a client registered with it. */
-export const REQUEST_OBJECT_ALGS = ["RS256", "ES256", "none"] as const;
+export const REQUEST_OBJECT_ALGS = ["RS256", "PS256", "ES256", "none"] as const;
 
 /** A request object's size limit: far above any real one, far below what a URL can carry through the edge. */
 const MAX_REQUEST_OBJECT = 16_384;
@@ -38,8 +38,14 @@ export async function withRequestObject(
   config: Config,
   params: Record<string, string>,
   client: Client | null,
-  byReference = false,
+  /**
+   * How the object came: by value in the query, by reference (a registered request_uri), or in a
+   * pushed authorization request's body (RFC 9126 §3), where RFC 9101 §5 holds and not OIDC Core
+   * §6.1: the object's parameters alone, no query beside it.
+   */
+  how: "value" | "reference" | "pushed" = "value",
 ): Promise<Record<string, string>> {
+  const byReference = how === "reference";
   const jwt = params.request;
   if (jwt === undefined || !client || params.client_id !== client.client_id) return params;
 
@@ -53,8 +59,9 @@ export async function withRequestObject(
 
   if (params.request_uri !== undefined) fail("invalid_request", "request and request_uri cannot both be sent");
   // OIDC Core §6.1: the query is an OAuth 2.0 request of its own, whatever the object says.
-  if (!params.response_type) fail("invalid_request", "response_type is required in the query with a request object");
-  if (!(params.scope ?? "").split(" ").includes("openid"))
+  if (how !== "pushed" && !params.response_type)
+    fail("invalid_request", "response_type is required in the query with a request object");
+  if (how !== "pushed" && !(params.scope ?? "").split(" ").includes("openid"))
     fail("invalid_scope", "scope with openid is required in the query with a request object");
   if (jwt.length > MAX_REQUEST_OBJECT) fail("invalid_request_object", "the request object is too large");
 
@@ -70,11 +77,11 @@ export async function withRequestObject(
     fail("invalid_request_object", "a request object cannot contain request or request_uri");
   if (fromObject.client_id !== undefined && fromObject.client_id !== params.client_id)
     fail("invalid_request_object", "the request object is for another client");
-  if (fromObject.response_type !== undefined && fromObject.response_type !== params.response_type)
+  if (how !== "pushed" && fromObject.response_type !== undefined && fromObject.response_type !== params.response_type)
     fail("invalid_request_object", "the request object's response_type differs from the query's");
 
   const { request: _, ...query } = params;
-  target = { ...query, ...fromObject };
+  target = how === "pushed" ? { client_id: params.client_id as string, ...fromObject } : { ...query, ...fromObject };
   return target;
 }
 
@@ -118,7 +125,7 @@ async function verifiedClaims(
     return payload;
   }
   if (registered === "none") return problem('the client registered unsigned request objects (alg "none") only');
-  const algorithms = registered ? [registered] : ["RS256", "ES256"];
+  const algorithms = registered ? [registered] : ["RS256", "PS256", "ES256"];
   if (!alg || !algorithms.includes(alg))
     return problem(`the request object must be signed with ${algorithms.join(" or ")}`);
   if (!client.jwks && !client.jwks_uri)

@@ -65,5 +65,5 @@ export async function withRequestObjectOrUri(
   if (!jwt) fail("invalid_request_uri", "the request_uri answered no request object");
 
   const { request_uri: _, ...query } = params;
-  return withRequestObject(config, { ...query, request: jwt }, client, true);
+  return withRequestObject(config, { ...query, request: jwt }, client, "reference");
 }

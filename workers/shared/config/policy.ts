@@ -198,6 +198,13 @@ export const policyFields = z.object({
    */
   tenant_cache_seconds: z.number().int().min(1).max(300).default(30),
   /**
+   * RFC 9126: how long a pushed authorization request's request_uri may be used (once). RFC 9126
+   * §2.2's example is 60 s; FAPI 2.0 asks for under 600.
+   */
+  pushed_request_ttl_seconds: z.number().int().min(10).max(599).default(60),
+  /** RFC 9126 §5: every authorization request of the tenant must be pushed (a client may ask it for itself). */
+  require_pushed_authorization_requests: z.boolean().default(false),
+  /**
    * Issue 40: Dynamic Client Registration (RFC 7591) without an initial access token. Off: every
    * `POST <issuer>/register` needs one a tenant admin minted (docs/security.md). A tenant may turn
    * it on for itself (its policy), the default tenant by POLICY.

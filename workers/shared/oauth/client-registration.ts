@@ -66,7 +66,7 @@ const publicJwk = z
   .looseObject({
     kty: z.enum(["RSA", "EC"]),
     kid: z.string().min(1).max(200).optional(),
-    alg: z.enum(["RS256", "ES256"]).optional(),
+    alg: z.enum(["RS256", "PS256", "ES256"]).optional(),
     use: z.literal("sig").optional(),
   })
   .refine((k) => !["d", "p", "q", "dp", "dq", "qi", "k"].some((m) => m in k), "a registered key must be public")
@@ -153,7 +153,7 @@ const clientFields = {
    * Issue 40 (OIDC Registration §2): the algorithm its request objects must use; RS256 or ES256 need
    * its `jwks`, `none` allows unsigned request objects (and only those). Null: RS256 or ES256.
    */
-  request_object_signing_alg: z.enum(["RS256", "ES256", "none"]).nullable(),
+  request_object_signing_alg: z.enum(["RS256", "PS256", "ES256", "none"]).nullable(),
 };
 
 /**

@@ -72,7 +72,7 @@ export interface Client {
   updated_at: number;
 }
 
-export type RequestObjectAlg = "RS256" | "ES256" | "none";
+export type RequestObjectAlg = "RS256" | "PS256" | "ES256" | "none";
 
 interface ClientRow {
   client_id: string;
@@ -356,7 +356,7 @@ async function verifyAssertion(
   try {
     // Its registered jwks, or the set at its jwks_uri (client-keys.ts: cached, refetched for a new kid).
     const { payload } = await verifyWithClientKeys(config, client, assertion, {
-      algorithms: ["RS256", "ES256"],
+      algorithms: ["RS256", "PS256", "ES256"],
       issuer: client.client_id,
       subject: client.client_id,
       audience: audiences,

@@ -40,6 +40,8 @@ const TENANT_POLICY_KEYS = [
   "access_token_signing_alg",
   "id_token_ttl_seconds",
   "refresh_token_ttl_seconds",
+  "pushed_request_ttl_seconds",
+  "require_pushed_authorization_requests",
   "open_registration",
   "registration_require_pkce",
   "client_assertion_token_endpoint_audience",
