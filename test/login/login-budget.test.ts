@@ -5,6 +5,7 @@ import { address, httpVars, type ReceivedHttp, received } from "../mail/support"
 import {
   type AuthorizeExtra,
   admin,
+  authorizeQuery,
   Browser,
   call,
   fullLogin,
@@ -96,6 +97,8 @@ async function measuredLogin(
   base = "",
   extra: AuthorizeExtra = {},
   readCode: () => Promise<string> = () => latestCode(email, e, base),
+  /** RFC 9126: the request is pushed first, and AuthorizeInit names it by its request_uri. */
+  pushed = false,
 ) {
   const browser = new Browser({ env: e, base });
   const { verifier, challenge } = await pkce();
@@ -103,9 +106,29 @@ async function measuredLogin(
   let code = "";
   let redirectTo = "";
   let authCode = "";
+  let requestUri = "";
+  const push = pushed
+    ? {
+        Push: await measure(async () => {
+          const res = await browser.postForm(
+            "/par",
+            Object.fromEntries(new URLSearchParams(authorizeQuery(client, challenge, extra))),
+          );
+          expect(res.status, await res.clone().text()).toBe(201);
+          requestUri = ((await res.json()) as { request_uri: string }).request_uri;
+        }),
+      }
+    : {};
   const steps = {
+    ...push,
     AuthorizeInit: await measure(async () => {
-      tx = await browser.startLogin(client, challenge, extra);
+      if (!pushed) tx = await browser.startLogin(client, challenge, extra);
+      else {
+        const query = new URLSearchParams({ client_id: client.client_id, request_uri: requestUri });
+        const res = await browser.fetch(`/authorize?${query}`, { headers: { Accept: "application/json" } });
+        expect(res.status, await res.clone().text()).toBe(200);
+        tx = ((await res.json()) as { tx: string }).tx;
+      }
     }),
     EmailCodeGenerate: await measure(async () => {
       expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
@@ -191,6 +214,38 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     // Rows as SQLite counts them (indexes included), the alarm's later sweeps not yet: a regression guard.
     expect(rows).toBeLessThanOrEqual(12);
     expect(mailboxRead).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+  });
+
+  it("a returning user's login with a pushed request (RFC 9126): one call and one row more, at AuthorizeInit (issue 41)", async () => {
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    const email = uniqueEmail("par-budget");
+    const at = pinClock();
+    await measuredLogin(e, client, email);
+    at(11_000);
+    await drainAlarms();
+    const plain = await measuredLogin(e, client, email);
+    at(22_000);
+    await drainAlarms();
+    const { Push, mailboxRead, ...login } = await measuredLogin(e, client, email, "", {}, undefined, true);
+    const sum = (o: Record<string, { calls: number; rows: number } | undefined>, k: "calls" | "rows") =>
+      Object.values(o).reduce((a, s) => a + (s?.[k] ?? 0), 0);
+    const { mailboxRead: _, ...plainLogin } = plain;
+    console.info(
+      `PAR login: push ${Push?.calls} calls ${Push?.rows} rows; login ${sum(login, "calls")} calls ${sum(login, "rows")} rows; plain ${sum(plainLogin, "calls")} calls ${sum(plainLogin, "rows")} rows`,
+    );
+    // Pushing seals the request into the request_uri: nothing stored, no D1 (the client is cached).
+    expect(Push).toMatchObject({ calls: 0, rows: 0, d1: 0 });
+    // The request_uri is spent in its own RevocationStore shard: one call, one row.
+    expect(login.AuthorizeInit).toMatchObject({ calls: 1, byStore: { revocation: 1 }, rows: 1, d1: 0 });
+    const { AuthorizeInit, ...rest } = login;
+    const { AuthorizeInit: plainInit, ...plainRest } = plainLogin;
+    expect(plainInit).toMatchObject({ calls: 0, rows: 0 });
+    expect(sum(rest, "calls")).toBe(sum(plainRest, "calls"));
+    expect(sum(login, "calls")).toBe(sum(plainLogin, "calls") + 1);
+    expect(sum(login, "rows")).toBeLessThanOrEqual(sum(plainLogin, "rows") + 2);
+    expect(mailboxRead.calls).toBe(1);
+    expect(AuthorizeInit.d1).toBe(0);
   });
 
   it("a returning user's login for an organization, with template claims from entity grants: the same 5 calls, no D1 query, no EntityStore call (issue 24)", async () => {
