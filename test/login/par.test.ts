@@ -178,6 +178,50 @@ describe("the PAR endpoint", () => {
   });
 });
 
+describe("private_key_jwt at the PAR endpoint", () => {
+  it("takes the issuer alone as the assertion's audience, even where the token endpoint may be one", async () => {
+    const testEnv = withVars({
+      POLICY: JSON.stringify({ client_cache_seconds: 0, client_assertion_token_endpoint_audience: true }),
+    });
+    const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true });
+    const jwk = { ...(await exportJWK(publicKey)), alg: "ES256", use: "sig", kid: "par-aud" };
+    const client = await registerClient(
+      { token_endpoint_auth_method: "private_key_jwt", jwks: { keys: [jwk] } },
+      testEnv,
+    );
+    const { challenge } = await pkce();
+    const withAud = async (aud: unknown) => {
+      const now = Math.floor(Date.now() / 1000);
+      const assertion = await new SignJWT({ aud: aud as string, jti: crypto.randomUUID() })
+        .setProtectedHeader({ alg: "ES256", kid: "par-aud" })
+        .setIssuer(client.client_id)
+        .setSubject(client.client_id)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 60)
+        .sign(privateKey);
+      return call(
+        "/par",
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({
+            ...requestParams(client, challenge),
+            client_assertion_type: "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            client_assertion: assertion,
+          }),
+        },
+        testEnv,
+      );
+    };
+    for (const aud of [`${ISSUER}/token`, `${ISSUER}/par`, [ISSUER, `${ISSUER}/token`]]) {
+      const res = await withAud(aud);
+      expect(res.status, JSON.stringify(aud)).toBe(401);
+      expect(((await res.json()) as { error: string }).error).toBe("invalid_client");
+    }
+    expect((await withAud(ISSUER)).status).toBe(201);
+  });
+});
+
 describe("/authorize with a pushed request_uri", () => {
   it("logs in with the pushed parameters and ignores the query's others", async () => {
     const client = await registerClient();
@@ -196,7 +240,7 @@ describe("/authorize with a pushed request_uri", () => {
     expect(tokens.status, await tokens.clone().text()).toBe(200);
   });
 
-  it("spends the request_uri once: a second use is refused, even by a browser with a session", async () => {
+  it("spends the request_uri once: a second use goes back to the client as invalid_request_uri, even from a browser with a session", async () => {
     const client = await registerClient();
     const { challenge } = await pkce();
     const { request_uri } = await pushed(client, challenge);
@@ -212,16 +256,14 @@ describe("/authorize with a pushed request_uri", () => {
     );
     expect(rows.length).toBe(1);
     await finishLogin(browser, ((await first.json()) as { tx: string }).tx);
+    // Keyway's own request_uri, used: back to the client's pushed redirect URI, with its pushed state.
     const again = await browser.fetch(`/authorize?${byReference(client, request_uri)}`);
-    expect(again.status).toBe(400);
-    expect(again.headers.get("location")).toBeNull();
-    expect(await again.text()).toContain("used already");
+    expectRedirectError(again, client.redirect_uris[0] as string, "invalid_request_uri", "par-state");
     const fresh = await startJson(new Browser(), byReference(client, request_uri));
-    expect(fresh.status).toBe(400);
-    expect(await fresh.text()).toContain("used already");
+    expectRedirectError(fresh, client.redirect_uris[0] as string, "invalid_request_uri", "par-state");
   });
 
-  it("refuses an expired, forged or another client's request_uri", async () => {
+  it("refuses a forged or another client's request_uri on its page, an expired one at the client", async () => {
     const client = await registerClient();
     const other = await registerClient();
     const { challenge } = await pkce();
@@ -234,14 +276,15 @@ describe("/authorize with a pushed request_uri", () => {
     const forged = `${request_uri.slice(0, -4)}AAAA`;
     const bad = await startJson(new Browser(), byReference(client, forged));
     expect(bad.status).toBe(400);
-    expect(await bad.text()).toContain("invalid or has expired");
+    expect(bad.headers.get("location")).toBeNull();
+    expect(await bad.text()).toContain("not one this server issued");
 
     const advance = pinClock();
     const late = await pushed(client, challenge);
     advance(61_000);
     const res = await startJson(new Browser(), byReference(client, late.request_uri));
-    expect(res.status).toBe(400);
-    expect(await res.text()).toContain("invalid or has expired");
+    const loc = expectRedirectError(res, client.redirect_uris[0] as string, "invalid_request_uri", "par-state");
+    expect(loc.searchParams.get("error_description")).toContain("expired");
   });
 
   it("is required for a client registered with require_pushed_authorization_requests", async () => {

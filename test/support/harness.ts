@@ -458,9 +458,9 @@ export async function openSealed<T = Record<string, unknown>>(
   kind: "tx" | "verified-tx" | "code" | "par",
   value: string,
 ): Promise<T | null> {
-  const purpose = (
-    { tx: "login-tx", "verified-tx": "login-done", code: "auth-code", par: "pushed-request" } as const
-  )[kind];
+  const purpose = ({ tx: "login-tx", "verified-tx": "login-done", code: "auth-code", par: "pushed-request" } as const)[
+    kind
+  ];
   const idKind = kind === "code" || kind === "par" ? kind : "tx";
   const opened = await openSealedId<T>(loadConfig(env), idKind, purpose, value);
   return opened?.state ?? null;

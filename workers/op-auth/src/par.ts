@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { sha256 } from "../../../durable-objects/contract/crypto";
 import { admitNewWork } from "../../shared/app/app";
 import type { Config } from "../../shared/config/config";
-import { authenticateClient, type Client } from "../../shared/oauth/clients";
+import { authenticateClient, type Client, redirectUriAllowed } from "../../shared/oauth/clients";
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json, NO_STORE, readForm } from "../../shared/platform/http";
@@ -39,7 +39,7 @@ export async function pushAuthorizationRequest(c: Context<AppEnv>): Promise<Resp
   // A pushed request begins a login: new work, shed under overload like /authorize.
   admitNewWork(c);
   const form = await readForm(c.req.raw);
-  const client = await authenticateClient(c.env, config, c.req.raw, form);
+  const client = await authenticateClient(c.env, config, c.req.raw, form, "par");
   if (form.request_uri !== undefined)
     throw new OAuthError("invalid_request", "request_uri cannot be pushed (RFC 9126 §2.1)");
   // The authenticated client is the request's: a client_id in the body must name it (§2.1).
@@ -66,9 +66,12 @@ export async function pushAuthorizationRequest(c: Context<AppEnv>): Promise<Resp
 /**
  * The parameters of the pushed request an authorization request names by its `request_uri`, spent
  * once (RFC 9126 §4: single use, short lived). Only the pushed parameters count: the query's are
- * ignored but `client_id`, which must be the pushing client's. A request_uri that is unknown, expired,
- * used or another client's is `invalid_request_uri`, shown on Keyway's page: the pushed redirect URI
- * is not known without a good request_uri, and the query's is not trusted.
+ * ignored but `client_id`, which must be the pushing client's.
+ *
+ * A request_uri Keyway did not make, or made for another client, is `invalid_request_uri` on Keyway's
+ * page: no redirect URI is trusted for it. One that is Keyway's and the client's but expired or used
+ * already goes back to the client as `invalid_request_uri` (RFC 9101 §7), at the redirect URI and with
+ * the state it pushed, once that URI is checked against the client's registration again.
  */
 export async function openPushedRequest(
   env: Env,
@@ -77,25 +80,32 @@ export async function openPushedRequest(
   client: Client | null,
 ): Promise<Record<string, string>> {
   const requestUri = query.request_uri as string;
-  const refused = (detail: string): never => {
+  const onPage = (detail: string): never => {
     throw pageError("err.invalid_request.title", "err.invalid_request.message", {
       code: "invalid_request_uri",
       detail,
     });
   };
   if (!client || query.client_id !== client.client_id)
-    refused("client_id is required with a request_uri and must be the client that pushed it");
+    onPage("client_id is required with a request_uri and must be the client that pushed it");
   const opened = await openSealedId<PushedState>(
     config,
     "par",
     "pushed-request",
     requestUri.slice(PUSHED_REQUEST_URI.length),
   );
-  if (!opened || opened.state.exp <= Date.now()) return refused("the request_uri is invalid or has expired");
+  if (!opened) return onPage("the request_uri is not one this server issued");
   const { params, exp } = opened.state;
-  if (params.client_id !== query.client_id) refused("the request_uri was pushed by another client");
+  if (params.client_id !== query.client_id) onPage("the request_uri was pushed by another client");
+  const toClient = (description: string): never => {
+    const uri = params.redirect_uri;
+    if (!uri || !redirectUriAllowed(client as Client, uri)) return onPage(description);
+    const mode = params.response_mode === "form_post" ? "form_post" : "query";
+    throw new OAuthError("invalid_request_uri", description, { redirect: { uri, state: params.state, mode } });
+  };
+  if (exp <= Date.now()) toClient("the request_uri has expired: push the request again");
   const first = await shard(env, "revocation", opened.id.ref).spendOnce(`par:${await sha256(opened.id.id)}`, exp);
-  if (!first) refused("the request_uri was used already: push the request again");
+  if (!first) toClient("the request_uri was used already: push the request again");
   return params;
 }
 

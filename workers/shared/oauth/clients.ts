@@ -200,9 +200,15 @@ export async function authenticateClient(
   config: Config,
   req: Request,
   form: Record<string, string>,
+  /**
+   * The endpoint authenticating: a tenant's `client_assertion_token_endpoint_audience` lets an
+   * assertion name the token endpoint only there; at the PAR endpoint the issuer alone is taken
+   * (RFC 9126 §2, FAPI 2.0 Security Profile §5.3.2.1).
+   */
+  at: "token" | "par" = "token",
 ): Promise<Client> {
   try {
-    return await authenticate(env, config, req, form);
+    return await authenticate(env, config, req, form, at);
   } catch (err) {
     if (err instanceof OAuthError && err.code === "invalid_client") {
       const refused = await countAuthFailure(env, config, req, form);
@@ -267,12 +273,18 @@ function mayReread(config: Config, clientId: string): boolean {
   return true;
 }
 
-async function authenticate(env: Env, config: Config, req: Request, form: Record<string, string>): Promise<Client> {
+async function authenticate(
+  env: Env,
+  config: Config,
+  req: Request,
+  form: Record<string, string>,
+  at: "token" | "par",
+): Promise<Client> {
   const header = req.headers.get("authorization");
   if (form.client_assertion_type !== undefined || form.client_assertion !== undefined) {
     if (header !== null || form.client_secret !== undefined)
       throw new OAuthError("invalid_request", "use one client authentication method");
-    return authenticateByAssertion(env, config, form);
+    return authenticateByAssertion(env, config, form, at);
   }
   let clientId: string | undefined;
   let secret: string | undefined;
@@ -342,15 +354,15 @@ async function verifyAssertion(
   config: Config,
   client: Client,
   assertion: string,
+  at: "token" | "par",
 ): Promise<{ payload: JWTPayload } | { problem: string }> {
   if (client.token_endpoint_auth_method !== "private_key_jwt" || (!client.jwks && !client.jwks_uri))
     return { problem: "the client does not authenticate with private_key_jwt" };
   // The audiences taken, each only as the assertion's one value.
   const tokenEndpoint = `${config.ISSUER}/token`;
-  const audiences = config.POLICY.client_assertion_token_endpoint_audience
-    ? [config.ISSUER, tokenEndpoint]
-    : [config.ISSUER];
-  const audOnly = config.POLICY.client_assertion_token_endpoint_audience
+  const tokenAudience = at === "token" && config.POLICY.client_assertion_token_endpoint_audience;
+  const audiences = tokenAudience ? [config.ISSUER, tokenEndpoint] : [config.ISSUER];
+  const audOnly = tokenAudience
     ? `its aud must be the issuer identifier ${config.ISSUER} or the token endpoint ${tokenEndpoint}, alone`
     : `its aud must be the issuer identifier ${config.ISSUER} alone`;
   try {
@@ -392,7 +404,12 @@ const MAX_ASSERTION_SECONDS = 300;
  * minutes ahead. Each assertion is used once: its jti is recorded in a revocation shard until it
  * expires, and a second use is `invalid_client`.
  */
-async function authenticateByAssertion(env: Env, config: Config, form: Record<string, string>): Promise<Client> {
+async function authenticateByAssertion(
+  env: Env,
+  config: Config,
+  form: Record<string, string>,
+  at: "token" | "par",
+): Promise<Client> {
   if (form.client_assertion_type !== JWT_BEARER)
     throw new OAuthError("invalid_request", `client_assertion_type must be ${JWT_BEARER}`);
   const assertion = form.client_assertion;
@@ -408,13 +425,13 @@ async function authenticateByAssertion(env: Env, config: Config, form: Record<st
     throw invalidAssertion("client_assertion's sub must be the client_id");
   const unknown = { problem: "client authentication failed" };
   let client = await findClient(env, config, clientId);
-  let verified = client ? await verifyAssertion(config, client, assertion) : unknown;
+  let verified = client ? await verifyAssertion(config, client, assertion, at) : unknown;
   // A cached registration may predate a key rotation: a failure is checked against D1 once more, so a
   // new key works at once in every isolate.
   if ("problem" in verified && mayReread(config, clientId)) {
     forgetClient(clientId);
     client = await findClient(env, config, clientId);
-    verified = client ? await verifyAssertion(config, client, assertion) : unknown;
+    verified = client ? await verifyAssertion(config, client, assertion, at) : unknown;
   }
   if (!client || "problem" in verified)
     throw invalidAssertion("problem" in verified ? verified.problem : unknown.problem);

@@ -40,6 +40,7 @@ const TENANT_POLICY_KEYS = [
   "access_token_signing_alg",
   "id_token_ttl_seconds",
   "refresh_token_ttl_seconds",
+  "refresh_grace_seconds",
   "pushed_request_ttl_seconds",
   "require_pushed_authorization_requests",
   "open_registration",
