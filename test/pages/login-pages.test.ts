@@ -4,6 +4,7 @@ import {
   admin,
   authorizeQuery,
   Browser,
+  ISSUER,
   latestCode,
   mailbox,
   pinClock,
@@ -522,5 +523,40 @@ describe("the client's logo, privacy policy and terms (OIDC Registration §2)", 
     expect(html).toContain('<a href="https://dyn-portal.test/terms" rel="noopener">Terms of service</a>');
     expect(res.headers.get("content-security-policy")).toContain("img-src 'self' data:;");
     expect(res.headers.get("content-security-policy")).not.toContain("script-src/");
+  });
+});
+
+describe("cancel", () => {
+  it("from either page, the client hears access_denied with its state and iss, and the transaction's cookie is cleared", async () => {
+    const client = await registerClient();
+    for (const onCodePage of [false, true]) {
+      const browser = new Browser();
+      const { tx, html } = await openLoginPage(browser, client, { state: "declined" });
+      expect(html).toContain('action="/email-code/cancel"');
+      if (onCodePage) {
+        const sent = await browser.postForm("/email-code/generate", { tx, email: uniqueEmail("cancel") });
+        expect(await sent.text()).toContain('action="/email-code/cancel"');
+      }
+      const res = await browser.postForm("/email-code/cancel", { tx });
+      expect(res.status, await res.clone().text()).toBe(302);
+      const to = new URL(res.headers.get("location") as string);
+      expect(to.origin + to.pathname).toBe(client.redirect_uris[0]);
+      expect(to.searchParams.get("error")).toBe("access_denied");
+      expect(to.searchParams.get("state")).toBe("declined");
+      expect(to.searchParams.get("iss")).toBe(ISSUER);
+      expect(to.searchParams.get("code")).toBeNull();
+      expect(res.headers.getSetCookie().some((c) => /kw_tx=;|max-age=0/i.test(c))).toBe(true);
+    }
+  });
+
+  it("is refused for a transaction this browser does not hold, and for JSON", async () => {
+    const client = await registerClient();
+    const browser = new Browser();
+    const { tx } = await openLoginPage(browser, client);
+    const stranger = await new Browser().postForm("/email-code/cancel", { tx });
+    expect(stranger.status).toBe(400);
+    expect(stranger.headers.get("location")).toBeNull();
+    const json = await browser.postJson("/email-code/cancel", { tx });
+    expect(json.status).toBe(400);
   });
 });

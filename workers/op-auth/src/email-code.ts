@@ -19,12 +19,22 @@ import { normalizeEmail } from "../../shared/people/email";
 import { currentClaims } from "../../shared/people/entity-claims";
 import { findOrCreateUser, findUserByEmail } from "../../shared/people/users";
 import { OAuthError } from "../../shared/platform/errors";
-import { cookieName, getCookie, isForm, json, NO_STORE, readJsonOrForm, setCookie } from "../../shared/platform/http";
+import {
+  clearCookie,
+  cookieName,
+  getCookie,
+  isForm,
+  json,
+  NO_STORE,
+  readJsonOrForm,
+  setCookie,
+} from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
 import { sourceKeyOf, takeIpQuota } from "../../shared/request/ip-quota";
 import { issueId } from "../../shared/routing/ids";
 import { recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../shared/routing/shard-refs";
 import { shard } from "../../shared/routing/stores";
+import { authorizationResponse } from "./authorization-response";
 import { pageError } from "./errors";
 import { type LoginOutcome, type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
 import type { PageMessage } from "./pages/layout";
@@ -416,4 +426,33 @@ export const restartLogin = loginPost("generate", async (c, post) => {
     email: normalizeEmail(post.body.email) ?? undefined,
     headers: NO_STORE,
   });
+});
+
+/**
+ * "Cancel" on the login's pages: the person declines to sign in, and the client hears it as
+ * `access_denied` (RFC 6749 §4.1.2.1) at its redirect URI, with its state and `iss`. Nothing is stored;
+ * the transaction's cookie is cleared. A device's login goes back to the device page, where the
+ * request can be denied.
+ */
+export const cancelLogin = loginPost("generate", async (c, post) => {
+  if (!post.form) throw fail("invalid_request", "cancel is a form post of the login page", "error.generic");
+  const config = c.get("config");
+  const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config), config.secureCookies, config.cookiePath) };
+  const request = post.tx.request;
+  if (request.device_user_code)
+    return new Response(null, {
+      status: 303,
+      headers: {
+        Location: `${config.ISSUER}/device?user_code=${encodeURIComponent(request.device_user_code)}`,
+        ...NO_STORE,
+        ...clearTx,
+      },
+    });
+  return authorizationResponse(
+    request.redirect_uri,
+    config.ISSUER,
+    { error: "access_denied", error_description: "the person cancelled the sign-in", state: request.state },
+    request.response_mode === "form_post" ? "form_post" : "query",
+    clearTx,
+  );
 });

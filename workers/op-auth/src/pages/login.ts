@@ -30,9 +30,13 @@ export function emailStep(ui: PageUi, o: StepOptions & { email?: string | undefi
 <input id="email" name="email" type="email" dir="ltr" autocomplete="email" autocapitalize="none" spellcheck="false" required autofocus maxlength="254"${
       o.email ? ` value="${escapeHtml(o.email)}"` : ""
     }${invalid ? ' aria-invalid="true" aria-describedby="msg"' : ""}>
-<button class="primary" type="submit">${t.html("login.submit")}</button></form>`,
+<button class="primary" type="submit">${t.html("login.submit")}</button></form>${cancelForm(ui, o.tx)}`,
   });
 }
+
+/** Declines the sign-in: the client hears `access_denied` (email-code.ts, cancelLogin). */
+const cancelForm = (ui: PageUi, tx: string) =>
+  `<form method="post" action="/email-code/cancel">${hidden("tx", tx)}<button class="link" type="submit">${ui.t.html("login.cancel")}</button></form>`;
 
 export interface CodeStepOptions extends StepOptions {
   email: string;
@@ -77,7 +81,7 @@ ${hidden("tx", o.tx)}${hidden("email", o.email)}${hidden("resend", "1")}
 <button id="resend" class="secondary" type="submit" aria-describedby="resend-note">${t.html("code.resend")}</button>
 <p id="resend-note" class="muted" data-wait="${wait}" data-ready="${escapeHtml(t.text("code.resend_ready"))}">${waitNote}</p></form>
 <form method="post" action="/email-code/restart">${hidden("tx", o.tx)}${hidden("email", o.email)}
-<button class="link" type="submit">${t.html("code.another_address")}</button></form>`,
+<button class="link" type="submit">${t.html("code.another_address")}</button></form>${cancelForm(ui, o.tx)}`,
     script: wait ? COUNTDOWN : undefined,
   });
 }

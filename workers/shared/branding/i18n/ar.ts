@@ -13,6 +13,7 @@ export const ar: Catalogue = {
   "login.lead": "أدخل بريدك الإلكتروني وسنرسل إليك رمزًا من 6 أرقام.",
   "login.email_label": "البريد الإلكتروني",
   "login.submit": "أرسل لي رمزًا",
+  "login.cancel": "إلغاء",
 
   "code.title": "أدخل الرمز",
   "code.heading": "تحقق من بريدك الإلكتروني",

@@ -15,6 +15,7 @@ export const en = {
   "login.lead": "Enter your email address and we will send you a 6-digit code.",
   "login.email_label": "Email address",
   "login.submit": "Email me a code",
+  "login.cancel": "Cancel",
 
   "code.title": "Enter your code",
   "code.heading": "Check your email",

@@ -13,6 +13,7 @@ export const fr: Catalogue = {
   "login.lead": "Saisissez votre adresse e-mail : nous vous enverrons un code à 6 chiffres.",
   "login.email_label": "Adresse e-mail",
   "login.submit": "Recevoir un code par e-mail",
+  "login.cancel": "Annuler",
 
   "code.title": "Saisissez votre code",
   "code.heading": "Consultez vos e-mails",
