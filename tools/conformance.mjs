@@ -16,7 +16,7 @@
 //
 // Variables:
 //   CONFORMANCE_SERVER   the running suite's URL (required)
-//   CONFORMANCE_PLANS    comma-separated, of: basic, formpost, config, dynamic, logout (default: all)
+//   CONFORMANCE_PLANS    comma-separated, of: basic, formpost, config, dynamic, logout, fapi2 (default: all)
 //   CONFORMANCE_AT       origin, tenant, or both (default: origin,tenant)
 //   CONFORMANCE_TESTS    only these test modules (comma-separated), for a rerun
 //   CONFORMANCE_DOCS     0: do not write docs/conformance.md and docs/conformance/<date>-<commit>/
@@ -27,6 +27,7 @@
 import { execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { exportJWK, generateKeyPair } from "jose";
 import { ROOT } from "../scripts/lib/local.mjs";
 import { ensureSecrets } from "../scripts/setup.mjs";
 import { freePort, startStack } from "../scripts/stack.mjs";
@@ -49,6 +50,17 @@ const PLANS = {
     name: "oidcc-rp-initiated-logout-certification-test-plan",
     variant: { client_registration: "static_client", response_type: "code" },
   },
+  // Issue 41: the FAPI 2.0 Security Profile, private_key_jwt and DPoP, OpenID Connect.
+  fapi2: {
+    name: "fapi2-security-profile-final-test-plan",
+    variant: {
+      client_auth_type: "private_key_jwt",
+      sender_constrain: "dpop",
+      openid: "openid_connect",
+      fapi_profile: "plain_fapi",
+      authorization_request_type: "simple",
+    },
+  },
 };
 
 /**
@@ -63,6 +75,9 @@ const CONFORMANCE_POLICY = {
   client_assertion_token_endpoint_audience: true,
   // prompt=login and max_age tests sign the same person in twice within a minute: no need to wait a minute.
   resend_interval_seconds: 10,
+  // FAPI 2.0 Security Profile §5.3.2.1-9: a rotated refresh token lost in transit must be recoverable;
+  // its plan presents the previous one 30 s after a rotation (Keyway answers it the same way).
+  refresh_grace_seconds: 35,
 };
 
 /** A test's result in the suite, and how it counts. */
@@ -197,6 +212,37 @@ try {
       if (r.status !== 201) throw new Error(`client not registered at ${target}: ${r.status} ${r.text}`);
       clients.push({ client_id: r.json.client_id, client_secret: r.json.client_secret });
     }
+    // FAPI 2.0: two private_key_jwt clients whose keys only the suite holds (PS256 and ES256), pushed
+    // requests required, DPoP-bound tokens, ES256 ID tokens (the profile refuses RS256). The second
+    // client's redirect URI carries a query the response must keep.
+    const fapi = [];
+    if (planKeys.includes("fapi2"))
+      for (const [n, alg, redirect] of /** @type {const} */ ([
+        [1, "PS256", callback],
+        [2, "ES256", `${callback}?dummy1=lorem&dummy2=ipsum`],
+      ])) {
+        const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true, modulusLength: 2048 });
+        const kid = `fapi${n}-${runId}`;
+        const pub = { ...(await exportJWK(publicKey)), kid, alg, use: "sig" };
+        const r = await admin("POST", `${place.adminPrefix}/clients`, {
+          client_name: `conformance FAPI 2.0 client ${n}`,
+          redirect_uris: [redirect],
+          token_endpoint_auth_method: "private_key_jwt",
+          jwks: { keys: [pub] },
+          grant_types: ["authorization_code", "refresh_token"],
+          scope: "openid email offline_access",
+          id_token_signed_response_alg: "ES256",
+          require_pushed_authorization_requests: true,
+          dpop_bound_access_tokens: true,
+        });
+        if (r.status !== 201) throw new Error(`FAPI client not registered at ${target}: ${r.status} ${r.text}`);
+        fapi.push({
+          client_id: r.json.client_id,
+          scope: "openid email offline_access",
+          jwks: { keys: [{ ...(await exportJWK(privateKey)), kid, alg, use: "sig" }] },
+          ...(n === 2 ? { dpop_signing_alg: "ES256" } : {}),
+        });
+      }
     const token = await admin("POST", `${place.adminPrefix}/registration-tokens`, {
       multi_use: true,
       expires_in: 6 * 3600,
@@ -213,7 +259,10 @@ try {
         ...(dynamic
           ? // Both of the suite's dynamic clients register with it (AbstractOIDCCMultipleClient's second too).
             { client: { initial_access_token: token.json.token }, client2: { initial_access_token: token.json.token } }
-          : { client: clients[0], client2: clients[1], client_secret_post: clients[2] }),
+          : key === "fapi2"
+            ? // The protected resource its plan calls with the DPoP-bound token: userinfo.
+              { client: fapi[0], client2: fapi[1], resource: { resourceUrl: `${place.issuer}/userinfo` } }
+            : { client: clients[0], client2: clients[1], client_secret_post: clients[2] }),
         consent: {},
       };
       const created = await suite.createPlan(plan.name, plan.variant, config);

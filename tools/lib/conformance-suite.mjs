@@ -229,6 +229,11 @@ export class Suite {
         }
         const atKeyway = origins.has(here.origin);
         if (atKeyway && (await page.$("input#email"))) {
+          // A test of the person declining (FAPI 2.0's user-rejects-authentication): Cancel.
+          if (/user-rejects-authentication/.test((await this.info(id)).testName)) {
+            await nav(() => page.click('form[action$="/email-code/cancel"] button[type=submit]'));
+            continue;
+          }
           c.lastLoginShot = await page.screenshot({
             path: join(shots, `${id}-login-${Date.now()}.png`),
             fullPage: true,
