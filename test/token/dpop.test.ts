@@ -19,6 +19,7 @@ import {
   verifyJwt,
   withVars,
 } from "../support/harness";
+import { clientRow, registerDynamic } from "../support/registration";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -444,5 +445,36 @@ describe("DPoP: client registration (RFC 9449 §5.2, RFC 9126 §6)", () => {
       json: { dpop_bound_access_tokens: "yes" },
     });
     expect(bad.status).toBe(400);
+  });
+
+  it("takes both in RFC 7591 registration and RFC 7592 PUT, and shows them back", async () => {
+    const client = await registerDynamic({
+      redirect_uris: ["https://dyn.example.com/cb"],
+      dpop_bound_access_tokens: true,
+    });
+    expect(client).toMatchObject({ dpop_bound_access_tokens: true, require_pushed_authorization_requests: false });
+    expect(await clientRow(client.client_id)).toMatchObject({
+      dpop_bound_access_tokens: 1,
+      require_pushed_authorization_requests: 0,
+    });
+    const put = await call(new URL(client.registration_client_uri).pathname, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${client.registration_access_token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({
+        client_id: client.client_id,
+        redirect_uris: ["https://dyn.example.com/cb"],
+        require_pushed_authorization_requests: true,
+      }),
+    });
+    expect(put.status, await put.clone().text()).toBe(200);
+    // RFC 7592 §2.2: an omitted field takes its default.
+    expect(await put.json()).toMatchObject({
+      dpop_bound_access_tokens: false,
+      require_pushed_authorization_requests: true,
+    });
+    expect(await clientRow(client.client_id)).toMatchObject({
+      dpop_bound_access_tokens: 0,
+      require_pushed_authorization_requests: 1,
+    });
   });
 });
