@@ -3,10 +3,12 @@ import { calculateJwkThumbprint, decodeJwt, exportJWK, generateKeyPair, type JWK
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   admin,
+  Browser,
   basicAuth,
   call,
   form,
   ISSUER,
+  latestCode,
   loginForCode,
   registerClient,
   s256,
@@ -16,6 +18,7 @@ import {
   type TestClient,
   type TestEnv,
   type Tokens,
+  uniqueEmail,
   verifyJwt,
   withVars,
 } from "../support/harness";
@@ -164,6 +167,59 @@ describe("DPoP: bound tokens at the token endpoint (RFC 9449 §5)", () => {
     const res = await redeemWith(client, login, await proof(await dpopKey()));
     expect(res.status, await res.clone().text()).toBe(200);
     expect(((await res.json()) as Tokens).token_type).toBe("DPoP");
+  });
+});
+
+describe("DPoP: the device grant (RFC 9449 §5, RFC 8628)", () => {
+  it("binds a device's tokens and a public client's family to the poll's key", { timeout: 20_000 }, async () => {
+    const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
+    const client = await registerClient({
+      redirect_uris: [],
+      post_logout_redirect_uris: [],
+      token_endpoint_auth_method: "none",
+      grant_types: [DEVICE_GRANT, "refresh_token"],
+      scope: "openid email offline_access",
+    });
+    const started = (await (
+      await call("/device_authorization", {
+        method: "POST",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ client_id: client.client_id, scope: "openid email offline_access" }),
+      })
+    ).json()) as { device_code: string; user_code: string };
+    const browser = new Browser();
+    const email = uniqueEmail();
+    const entry = await browser.fetch(`/device?user_code=${encodeURIComponent(started.user_code)}`);
+    const tx = /name="tx" value="([^"]+)"/.exec(await entry.text())?.[1] as string;
+    expect((await browser.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+    const verify = await browser.postJson("/email-code/verify", { tx, email, code: await latestCode(email) });
+    const { redirect_to } = (await verify.json()) as { redirect_to: string };
+    await browser.fetch(
+      new URL((await browser.fetch(redirect_to)).headers.get("location") as string).pathname +
+        `?user_code=${started.user_code}`,
+    );
+    const decided = await browser.fetch("/device/decision", {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: ISSUER },
+      body: new URLSearchParams({ user_code: started.user_code, decision: "approve" }),
+    });
+    expect(decided.status, await decided.clone().text()).toBeLessThan(400);
+    const key = await dpopKey();
+    const res = await tokenRequest(
+      client,
+      { grant_type: DEVICE_GRANT, device_code: started.device_code },
+      await proof(key),
+    );
+    expect(res.status, await res.clone().text()).toBe(200);
+    const tokens = (await res.json()) as Tokens;
+    expect(tokens.token_type).toBe("DPoP");
+    expect(decodeJwt(tokens.access_token).cnf).toEqual({ jkt: key.jkt });
+    const other = await tokenRequest(
+      client,
+      { grant_type: "refresh_token", refresh_token: tokens.refresh_token as string },
+      await proof(await dpopKey()),
+    );
+    await expectError(other, 400, "invalid_grant");
   });
 });
 
