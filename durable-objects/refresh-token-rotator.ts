@@ -193,6 +193,10 @@ export class RefreshTokenRotator extends ShardStore {
       // RFC 6749 §10.4 / RFC 9700 §4.14.2: a token bound to another client is not this client's to use.
       if (f.client_id !== clientId) return { status: "invalid" };
       const grant = JSON.parse(f.grant_json) as FamilyGrant;
+      // RFC 9449 §5: a bound family answers only its key's proof; without it nothing changes, so a
+      // stolen token without the key can neither rotate the family nor revoke it.
+      if (grant.dpop_jkt !== undefined && grant.dpop_jkt !== (a.dpopJkt ?? null))
+        return { status: "dpop_key_mismatch" };
       if (presentedHash === f.current_hash) {
         // RFC 6749 §6: a refresh may narrow the scope, never widen it; a refused request rotates nothing.
         const granted = new Set(grant.scope.split(" "));

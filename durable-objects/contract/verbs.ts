@@ -361,6 +361,11 @@ export interface FamilyGrant {
   claims?: LoginClaims;
   /** OIDC Core §5.5: the claims the authorization request asked for; a refresh's tokens carry them too. */
   requested_claims?: { id_token?: string[]; userinfo?: string[] };
+  /**
+   * RFC 9449 §5: a public client's family issued with DPoP is bound to the key with this JWK
+   * thumbprint; a refresh must prove that key.
+   */
+  dpop_jkt?: string;
 }
 
 /**
@@ -390,6 +395,8 @@ export type RotateResult =
   | { status: "invalid_target" }
   | { status: "too_many_rotations"; retry_after: number }
   | { status: "reuse_detected"; grant: FamilyGrant }
+  /** RFC 9449 §5: the family is bound to a DPoP key the request did not prove; nothing rotated. */
+  | { status: "dpop_key_mismatch" }
   | { status: "invalid" };
 
 /** A rotation's arguments (RFC 9700 §4.14.2). Hashes are SHA-256 of the grant id and of the tokens. */
@@ -407,6 +414,8 @@ export interface RotateRefresh {
   requestedScope: string[] | null;
   /** RFC 8707 §2.2: resources the refresh asks for; each must have been granted. */
   requestedResource?: string[] | null;
+  /** RFC 9449 §5: the thumbprint of the DPoP key the request proved, if any. */
+  dpopJkt?: string | null;
   /** Rotations a family may make in an hour (each keeps a spent-token row for the family's life). */
   maxRotationsPerHour: number;
 }

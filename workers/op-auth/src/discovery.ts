@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { SUPPORTED_LOCALES } from "../../shared/branding/i18n/index";
 import { DEVICE_GRANT } from "../../shared/oauth/device";
+import { DPOP_ALGS } from "../../shared/oauth/dpop";
 import type { AppEnv } from "../../shared/request/context";
 import { RESPONSE_MODES, SUPPORTED_SCOPES } from "./authorize-request";
 import { REQUEST_OBJECT_ALGS } from "./request-object";
@@ -44,10 +45,12 @@ export function discovery(c: Context<AppEnv>): Response {
       "private_key_jwt",
       "none",
     ],
-    // RFC 8414 §2: the algorithms a private_key_jwt assertion may be signed with.
-    token_endpoint_auth_signing_alg_values_supported: ["RS256", "ES256"],
-    revocation_endpoint_auth_signing_alg_values_supported: ["RS256", "ES256"],
-    introspection_endpoint_auth_signing_alg_values_supported: ["RS256", "ES256"],
+    // RFC 8414 §2: the algorithms a private_key_jwt assertion may be signed with (clients.ts).
+    token_endpoint_auth_signing_alg_values_supported: ["RS256", "PS256", "ES256"],
+    revocation_endpoint_auth_signing_alg_values_supported: ["RS256", "PS256", "ES256"],
+    introspection_endpoint_auth_signing_alg_values_supported: ["RS256", "PS256", "ES256"],
+    // RFC 9449 §5.1: DPoP proofs at the token endpoint and userinfo (dpop.ts).
+    dpop_signing_alg_values_supported: [...DPOP_ALGS],
     scopes_supported: [...SUPPORTED_SCOPES],
     claims_supported: [
       "iss",

@@ -3,6 +3,7 @@ import { sha256 } from "../../../durable-objects/contract/crypto";
 import { admitNewWork } from "../../shared/app/app";
 import type { Config } from "../../shared/config/config";
 import { authenticateClient, type Client, redirectUriAllowed } from "../../shared/oauth/clients";
+import { dpopProof } from "../../shared/oauth/dpop";
 import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { json, NO_STORE, readForm } from "../../shared/platform/http";
@@ -47,6 +48,13 @@ export async function pushAuthorizationRequest(c: Context<AppEnv>): Promise<Resp
     throw new OAuthError("invalid_request", "client_id is not the authenticated client's");
   const pushed: Record<string, string> = { client_id: client.client_id };
   for (const [name, value] of Object.entries(form)) if (!CLIENT_AUTH.has(name)) pushed[name] = value;
+  // RFC 9449 §10.1: a DPoP proof here binds the code to its key, as `dpop_jkt` would; both must agree.
+  const proof = await dpopProof(c.env, config, c.req.raw, { path: "/par" });
+  if (proof) {
+    if (pushed.dpop_jkt !== undefined && pushed.dpop_jkt !== proof.jkt)
+      throw new OAuthError("invalid_dpop_proof", "dpop_jkt is not the thumbprint of the DPoP proof's key");
+    pushed.dpop_jkt = proof.jkt;
+  }
 
   // Checked now, and again at /authorize against the client's registration as it is then; an
   // id_token_hint is checked there, where the session is.

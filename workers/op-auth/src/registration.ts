@@ -59,6 +59,9 @@ const REGISTERED = [
   "subject_type",
   "sector_identifier_uri",
   "request_object_signing_alg",
+  // RFC 9449 §5.2 (DPoP-bound access tokens) and RFC 9126 §6 (pushed authorization requests only).
+  "dpop_bound_access_tokens",
+  "require_pushed_authorization_requests",
 ] as const;
 
 const uri = z
@@ -90,7 +93,7 @@ const kept = z
     // Keyway always puts auth_time in the ID token, so a client that asks for it has it.
     require_auth_time: z.boolean(),
     // The algorithms a private_key_jwt assertion is verified with.
-    token_endpoint_auth_signing_alg: z.enum(["RS256", "ES256"]),
+    token_endpoint_auth_signing_alg: z.enum(["RS256", "PS256", "ES256"]),
   })
   .partial();
 const KEPT = Object.keys(kept.shape);
@@ -325,6 +328,8 @@ function registrationResponse(
     subject_type: client.subject_type,
     ...(client.request_object_signing_alg ? { request_object_signing_alg: client.request_object_signing_alg } : {}),
     require_pkce: client.require_pkce,
+    dpop_bound_access_tokens: client.dpop_bound_access_tokens,
+    require_pushed_authorization_requests: client.require_pushed_authorization_requests,
     ...(client.jwks ? { jwks: client.jwks } : {}),
     ...(client.jwks_uri ? { jwks_uri: client.jwks_uri } : {}),
     ...(client.request_uris.length ? { request_uris: client.request_uris } : {}),
@@ -452,6 +457,8 @@ export async function replaceRegistration(c: Context<AppEnv>): Promise<Response>
     subject_type: input.subject_type,
     sector_identifier_uri: input.sector_identifier_uri,
     request_object_signing_alg: input.request_object_signing_alg,
+    dpop_bound_access_tokens: input.dpop_bound_access_tokens,
+    require_pushed_authorization_requests: input.require_pushed_authorization_requests,
     registration_metadata: metadata,
     updated_at: Date.now(),
   };

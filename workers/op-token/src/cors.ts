@@ -22,7 +22,8 @@ export function cors(methods: string) {
         headers: {
           "Access-Control-Allow-Origin": origin,
           "Access-Control-Allow-Methods": methods,
-          "Access-Control-Allow-Headers": "Authorization, Content-Type",
+          // RFC 9449 §4.1: a browser client sends its proof in the DPoP header.
+          "Access-Control-Allow-Headers": "Authorization, Content-Type, DPoP",
           "Access-Control-Max-Age": "600",
           Vary: "Origin",
           // CONTRACT §2: every answer of these endpoints is no-store (the preflight cache is Max-Age's).
@@ -34,7 +35,7 @@ export function cors(methods: string) {
     c.res.headers.append("Vary", "Origin");
     if (origin && c.get("corsOrigins")?.includes(origin)) {
       c.res.headers.set("Access-Control-Allow-Origin", origin);
-      c.res.headers.set("Access-Control-Expose-Headers", "WWW-Authenticate, Retry-After");
+      c.res.headers.set("Access-Control-Expose-Headers", "WWW-Authenticate, Retry-After, DPoP-Nonce");
     }
     return undefined;
   };

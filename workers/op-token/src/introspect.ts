@@ -31,7 +31,9 @@ export async function introspect(c: Context<AppEnv>): Promise<Response> {
     return json(
       {
         active: true,
-        token_type: "Bearer",
+        // RFC 9449 §6.2: a bound token is of type DPoP, with its key's thumbprint.
+        token_type: t.cnf?.jkt ? "DPoP" : "Bearer",
+        ...(t.cnf?.jkt ? { cnf: { jkt: t.cnf.jkt } } : {}),
         scope: t.scope,
         client_id: t.client_id,
         sub: t.sub,

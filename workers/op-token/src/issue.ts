@@ -9,7 +9,7 @@ import type { Env } from "../../shared/platform/env";
 
 export interface TokenResponse {
   access_token: string;
-  token_type: "Bearer";
+  token_type: "Bearer" | "DPoP";
   expires_in: number;
   id_token: string;
   scope: string;
@@ -26,6 +26,8 @@ export interface IssuePlan {
   jti: string;
   iat: number;
   refreshToken?: string;
+  /** RFC 9449 §5: the thumbprint of the DPoP key the access token is bound to (`cnf.jkt`). */
+  jkt?: string | undefined;
 }
 
 /**
@@ -64,6 +66,7 @@ export async function buildTokenResponse(
       ...(askedAtUserinfo.length ? { userinfo_claims: askedAtUserinfo.join(" ") } : {}),
       ...(uid ? { uid } : {}),
     },
+    jkt: plan.jkt,
   });
   const id_token = await signIdToken(env, config, client.id_token_signed_response_alg, {
     sub,
@@ -81,7 +84,8 @@ export async function buildTokenResponse(
   });
   const response: TokenResponse = {
     access_token,
-    token_type: "Bearer",
+    // RFC 9449 §5: a bound token is of type DPoP.
+    token_type: plan.jkt ? "DPoP" : "Bearer",
     expires_in: config.POLICY.access_token_ttl_seconds,
     id_token,
     scope: plan.scope,

@@ -21,6 +21,7 @@ import { audit, loginRegion, recordAudit, regionOf, requestAuditEvent, subjectOf
 import { codeGrantId, openCode } from "../../shared/oauth/auth-code";
 import { authenticateClient, type Client } from "../../shared/oauth/clients";
 import { DEVICE_GRANT } from "../../shared/oauth/device";
+import { type DpopProof, dpopProof, dpopResponseHeaders } from "../../shared/oauth/dpop";
 import { parseResources, requestedResources } from "../../shared/oauth/resources";
 import { projectClaims } from "../../shared/oauth/token-claims";
 import { isRevoked, newJti, revokeInSidShard, signClientToken } from "../../shared/oauth/tokens";
@@ -58,26 +59,47 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
     throw new OAuthError("unsupported_grant_type", `grant_type ${grantType} is not supported`);
   if (!client.grant_types.includes(grantType))
     throw new OAuthError("unauthorized_client", `the client may not use ${grantType}`);
+  const proof = await tokenProof(c, config, client);
+  const jkt = proof?.jkt;
+  const headers = proof ? { ...NO_STORE, ...(await dpopResponseHeaders(config)) } : NO_STORE;
   const issued: AuditInput = { kind: "token_issued", client: client.client_id, detail: { grant_type: grantType } };
   if (grantType === "authorization_code") {
     // The event is written by the code's shard, in the transaction that redeems it.
-    const body = await redeemCode(c, config, client, form, issued);
-    return json(body, 200, NO_STORE);
+    const body = await redeemCode(c, config, client, form, issued, jkt);
+    return json(body, 200, headers);
   }
   if (grantType === DEVICE_GRANT) {
-    const body = await deviceCode(c.env, config, client, form);
+    const body = await deviceCode(c.env, config, client, form, jkt);
     audit(c, { ...issued, user: subjectOf(body) }, regionOf(config, body));
-    return json(body, 200, NO_STORE);
+    return json(body, 200, headers);
   }
   if (grantType === "client_credentials") {
-    const body = await clientCredentials(c.env, config, client, form, c.get("region"));
+    const body = await clientCredentials(c.env, config, client, form, c.get("region"), jkt);
     audit(c, issued);
-    return json(body, 200, NO_STORE);
+    return json(body, 200, headers);
   }
-  const body = await refresh(c.env, config, client, form);
+  const body = await refresh(c.env, config, client, form, jkt);
   audit(c, { ...issued, user: subjectOf(body) }, regionOf(config, body));
-  return json(body, 200, NO_STORE);
+  return json(body, 200, headers);
 }
+
+/**
+ * RFC 9449 §5: the request's DPoP proof (htm POST, htu the token endpoint), or null without a DPoP
+ * header; a client registered with `dpop_bound_access_tokens` (§5.2) must send one.
+ */
+async function tokenProof(c: Context<AppEnv>, config: Config, client: Client): Promise<DpopProof | null> {
+  const proof = await dpopProof(c.env, config, c.req.raw, { path: "/token" });
+  if (!proof && client.dpop_bound_access_tokens)
+    throw new OAuthError("invalid_dpop_proof", "this client's access tokens are DPoP-bound: send a DPoP proof");
+  return proof;
+}
+
+/**
+ * RFC 9449 §5: what of a proof a new refresh family keeps. A public client's family is bound to the
+ * key; a confidential client's is not (it authenticates), only each access token is.
+ */
+const familyBinding = (client: Client, jkt: string | undefined): { dpop_jkt?: string } =>
+  jkt && client.token_endpoint_auth_method === "none" ? { dpop_jkt: jkt } : {};
 
 /**
  * The device_code grant (RFC 8628 §3.4, §3.5): one poll. Until the person decides, the answer is
@@ -85,7 +107,13 @@ export async function token(c: Context<AppEnv>): Promise<Response> {
  * a denial is `access_denied`, an expired request `expired_token`; an approval gives tokens once, as a
  * code would: the approving login must still stand, and `offline_access` starts a refresh family.
  */
-async function deviceCode(env: Env, config: Config, client: Client, form: Record<string, string>) {
+async function deviceCode(
+  env: Env,
+  config: Config,
+  client: Client,
+  form: Record<string, string>,
+  jkt: string | undefined,
+) {
   if (!form.device_code) throw new OAuthError("invalid_request", "device_code is required");
   // A device's request registers no resources (RFC 8628 §3.1 has none), so none can be asked for here.
   if (form.resource !== undefined)
@@ -114,11 +142,12 @@ async function deviceCode(env: Env, config: Config, client: Client, form: Record
   const { plan, ended } = await prepareLoginGrant(
     env,
     config,
-    { client_id: client.client_id, ...login, scope },
+    { client_id: client.client_id, ...login, scope, ...familyBinding(client, jkt) },
     true,
     now,
   );
   if (ended) throw invalidGrant("the login that approved the device has ended");
+  plan.jkt = jkt;
   return buildTokenResponse(env, config, client, plan);
 }
 
@@ -227,6 +256,7 @@ async function clientCredentials(
   client: Client,
   form: Record<string, string>,
   region: string,
+  jkt: string | undefined,
 ) {
   // authenticateClient already refused a public client whose registration says `none`; a public
   // client cannot have registered this grant (op-mgmt refuses it), so this is belt and braces.
@@ -249,10 +279,12 @@ async function clientCredentials(
     iat: Math.floor(Date.now() / 1000),
     region,
     resource,
+    ...(jkt ? { jkt } : {}),
   });
   return {
     access_token: token,
-    token_type: "Bearer" as const,
+    // RFC 9449 §5: bound to the proof's key.
+    token_type: jkt ? ("DPoP" as const) : ("Bearer" as const),
     expires_in: config.POLICY.access_token_ttl_seconds,
     scope,
   };
@@ -277,6 +309,7 @@ async function redeemCode(
   client: Client,
   form: Record<string, string>,
   issued: AuditInput,
+  jkt: string | undefined,
 ) {
   const env = c.env;
   const { code, redirect_uri: redirectUri, code_verifier: verifier } = form;
@@ -292,6 +325,10 @@ async function redeemCode(
   const { grant } = opened;
   // Missing where the code needs one: refused before anything is spent, as a malformed one is.
   if (grant.code_challenge && verifier === undefined) throw invalidGrant("code_verifier is missing");
+  // RFC 9449 §10: a code bound by dpop_jkt is redeemed only with a proof of that key; refused before
+  // anything is spent, so the client holding the key can still redeem it.
+  if (grant.dpop_jkt !== undefined && grant.dpop_jkt !== jkt)
+    throw invalidGrant("the code is bound to a DPoP key (dpop_jkt): redeem it with a proof of that key");
   // RFC 8707 §2.2: the token request may name some of the resources authorized, never another.
   // Only what the client still registers: a resource removed from it since the login is not granted.
   const stillRegistered = (grant.resource ?? []).filter((r) => client.resources.includes(r));
@@ -335,6 +372,7 @@ async function redeemCode(
       ...(grant.resource ? { resource: grant.resource } : {}),
       ...(grant.claims ? { claims: grant.claims } : {}),
       ...(grant.requested_claims ? { requested_claims: grant.requested_claims } : {}),
+      ...familyBinding(client, jkt),
     },
     good,
     now,
@@ -355,6 +393,7 @@ async function redeemCode(
     familySpends ? { hash: opened.hash, good, issued: event } : undefined,
   );
   plan.resource = resource;
+  plan.jkt = jkt;
   const grantId = plan.grantId;
   if (familySpent) {
     if (familySpent.status === "reused") {
@@ -397,10 +436,18 @@ interface RotationPlan {
   scope: string | null;
   resource: string[] | null;
   jtiSecret: string;
+  /** RFC 9449 §5: the DPoP key the new access token is bound to; a retry must prove the same one. */
+  jkt?: string | null;
 }
 
 /** Refresh-token rotation (RFC 9700 §4.14.2) with a grace window for duplicate retries. */
-async function refresh(env: Env, config: Config, client: Client, form: Record<string, string>) {
+async function refresh(
+  env: Env,
+  config: Config,
+  client: Client,
+  form: Record<string, string>,
+  jkt: string | undefined,
+) {
   const presented = form.refresh_token;
   if (!presented) throw new OAuthError("invalid_request", "refresh_token is required");
   const grantId = presented.slice(0, Math.max(0, presented.indexOf(".")));
@@ -420,6 +467,7 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     scope: requestedScope ? requestedScope.join(" ") : null,
     resource: requestedResource,
     jtiSecret: randomToken(32),
+    jkt: jkt ?? null,
   };
   const [presentedHash, nextHash, familyHash, sealed] = await Promise.all([
     sha256(presented),
@@ -439,6 +487,7 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     requestedScope,
     requestedResource,
     maxRotationsPerHour: config.POLICY.refresh_rotations_per_hour,
+    dpopJkt: jkt ?? null,
   });
   if (result.status === "invalid_scope") throw new OAuthError("invalid_scope", "a refresh cannot widen the scope");
   if (result.status === "invalid_target")
@@ -448,6 +497,8 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
       retryAfter: result.retry_after,
     });
   if (result.status === "invalid") throw invalidGrant("the refresh token is invalid, expired or revoked");
+  if (result.status === "dpop_key_mismatch")
+    throw invalidGrant("the refresh token is bound to a DPoP key: refresh with a proof of that key");
   if (result.status === "reuse_detected") {
     // The family is revoked in the rotator; the grant mark kills the access tokens issued from it.
     await revokeInSidShard(env, config, result.grant.sid, [`grant:${grantId}`]);
@@ -465,6 +516,9 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     const opened = await unseal(presented, result.sealed);
     if (!opened) throw invalidGrant("the refresh token is invalid");
     plan = JSON.parse(opened) as RotationPlan;
+    // The same answer as the first request's, whose access token is bound to the key it proved.
+    if ((plan.jkt ?? null) !== (jkt ?? null))
+      throw invalidGrant("a retried refresh must prove the same DPoP key as the request it repeats");
   }
   const { grant } = result;
   // Tokens die with their login: a revoked session or grant, or a revoked or deleted user.
@@ -497,5 +551,6 @@ async function refresh(env: Env, config: Config, client: Client, form: Record<st
     jti: newJti(config, grant.sid, plan.jtiSecret),
     iat: plan.iat,
     refreshToken: plan.next,
+    jkt: plan.jkt ?? undefined,
   });
 }

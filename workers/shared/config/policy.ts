@@ -226,6 +226,16 @@ export const policyFields = z.object({
    * the OpenID Foundation's suite sends (docs/security.md).
    */
   client_assertion_token_endpoint_audience: z.boolean().default(false),
+  /**
+   * RFC 9449 §8: whether a DPoP proof must carry a nonce this server issued (`DPoP-Nonce`); without
+   * one the answer is `use_dpop_nonce` with a fresh nonce. Off: a nonce is checked only when sent.
+   */
+  dpop_require_nonce: z.boolean().default(false),
+  /**
+   * RFC 9449 §11.1: how old a DPoP proof's `iat` may be. Its jti is remembered as long (single use),
+   * so a longer window is more storage in the home region's revocation shards.
+   */
+  dpop_proof_max_age_seconds: z.number().int().min(10).max(300).default(60),
 });
 export const policySchema = policyFields
   .strict()

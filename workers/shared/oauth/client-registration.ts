@@ -154,6 +154,10 @@ const clientFields = {
    * its `jwks`, `none` allows unsigned request objects (and only those). Null: RS256 or ES256.
    */
   request_object_signing_alg: z.enum(["RS256", "PS256", "ES256", "none"]).nullable(),
+  /** RFC 9449 §5.2: token requests must carry a DPoP proof; its access tokens are always DPoP-bound. */
+  dpop_bound_access_tokens: z.boolean(),
+  /** RFC 9126 §6: authorization requests must be pushed (PAR) first. */
+  require_pushed_authorization_requests: z.boolean(),
 };
 
 /**
@@ -259,6 +263,8 @@ export const createSchema = z
     subject_type: clientFields.subject_type.default("public"),
     sector_identifier_uri: clientFields.sector_identifier_uri.default(null),
     request_object_signing_alg: clientFields.request_object_signing_alg.default(null),
+    dpop_bound_access_tokens: clientFields.dpop_bound_access_tokens.default(false),
+    require_pushed_authorization_requests: clientFields.require_pushed_authorization_requests.default(false),
   })
   .strict()
   // A login client's default scope is every OIDC scope; a machine client names its own.
@@ -306,8 +312,8 @@ export async function insertClient(
       post_logout_redirect_uris, grant_types, scope, id_token_signed_response_alg, allowed_cors_origins, jwks, resources,
       branding, token_claims, require_pkce, subject_type, sector_identifier_uri, request_object_signing_alg,
       registered_via, registration_access_token_hash, registration_metadata, registration_token_id, created_at, updated_at,
-      jwks_uri, request_uris, userinfo_signed_response_alg)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      jwks_uri, request_uris, userinfo_signed_response_alg, dpop_bound_access_tokens, require_pushed_authorization_requests)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
     .bind(
       clientId,
@@ -338,6 +344,8 @@ export async function insertClient(
       input.jwks_uri,
       JSON.stringify([...new Set(input.request_uris)]),
       input.userinfo_signed_response_alg,
+      input.dpop_bound_access_tokens ? 1 : 0,
+      input.require_pushed_authorization_requests ? 1 : 0,
     )
     .run();
   return { clientId, secret, now };
@@ -361,7 +369,7 @@ export async function updateClient(db: D1Database, next: Client): Promise<void> 
       grant_types = ?, scope = ?, id_token_signed_response_alg = ?, allowed_cors_origins = ?, jwks = ?, resources = ?,
       branding = ?, token_claims = ?, require_pkce = ?, subject_type = ?, sector_identifier_uri = ?,
       request_object_signing_alg = ?, registration_metadata = ?, updated_at = ?, jwks_uri = ?, request_uris = ?,
-      userinfo_signed_response_alg = ?
+      userinfo_signed_response_alg = ?, dpop_bound_access_tokens = ?, require_pushed_authorization_requests = ?
      WHERE client_id = ? AND tenant = ?`,
     )
     .bind(
@@ -386,6 +394,8 @@ export async function updateClient(db: D1Database, next: Client): Promise<void> 
       next.jwks_uri,
       JSON.stringify([...new Set(next.request_uris)]),
       next.userinfo_signed_response_alg,
+      next.dpop_bound_access_tokens ? 1 : 0,
+      next.require_pushed_authorization_requests ? 1 : 0,
       next.client_id,
       next.tenant,
     )

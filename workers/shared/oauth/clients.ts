@@ -68,6 +68,10 @@ export interface Client {
   registration_metadata: Record<string, unknown> | null;
   /** The initial access token it registered with (its id); null for open registration or the admin API. */
   registration_token_id: string | null;
+  /** RFC 9449 §5.2: its token requests must carry a DPoP proof, and its access tokens are always bound. */
+  dpop_bound_access_tokens: boolean;
+  /** RFC 9126 §6: its authorization requests must be pushed (PAR) first. */
+  require_pushed_authorization_requests: boolean;
   created_at: number;
   updated_at: number;
 }
@@ -101,6 +105,8 @@ interface ClientRow {
   registration_access_token_hash?: string | null;
   registration_metadata?: string | null;
   registration_token_id?: string | null;
+  dpop_bound_access_tokens?: number;
+  require_pushed_authorization_requests?: number;
   created_at: number;
   updated_at: number;
 }
@@ -135,6 +141,8 @@ export function clientFromRow(row: ClientRow): Client {
       ? (JSON.parse(row.registration_metadata) as Record<string, unknown>)
       : null,
     registration_token_id: row.registration_token_id ?? null,
+    dpop_bound_access_tokens: row.dpop_bound_access_tokens === 1,
+    require_pushed_authorization_requests: row.require_pushed_authorization_requests === 1,
   };
 }
 
@@ -343,7 +351,7 @@ async function authenticate(
 const JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /**
- * The assertion's claims if it verifies against the client's keys: RS256 or ES256, `iss` = `sub` =
+ * The assertion's claims if it verifies against the client's keys: RS256, PS256 or ES256, `iss` = `sub` =
  * client_id, `exp` and `jti` present, and `aud` exactly the issuer identifier, a single value
  * (RFC 10070: an audience naming an endpoint, or several audiences, lets another authorization
  * server the client trusts replay the assertion here). Where the tenant's policy has
@@ -368,6 +376,7 @@ async function verifyAssertion(
   try {
     // Its registered jwks, or the set at its jwks_uri (client-keys.ts: cached, refetched for a new kid).
     const { payload } = await verifyWithClientKeys(config, client, assertion, {
+      // PS256 too: FAPI 2.0 clients sign their assertions with PS256 or ES256.
       algorithms: ["RS256", "PS256", "ES256"],
       issuer: client.client_id,
       subject: client.client_id,
@@ -395,8 +404,12 @@ async function verifyAssertion(
     return { problem: "client_assertion is refused: its signature does not verify with the client's registered keys" };
   }
 }
-/** How far ahead an assertion may expire: it is remembered (single use) until then. */
-const MAX_ASSERTION_SECONDS = 300;
+/**
+ * How far ahead an assertion may expire: it is remembered (single use) until then. An hour, as Okta
+ * allows: Authlib's private_key_jwt signs its assertions for an hour (RFC 7523 §3 leaves the bound
+ * to the server), and a jti kept an hour is one expiry-bucket row either way.
+ */
+const MAX_ASSERTION_SECONDS = 3600;
 
 /**
  * private_key_jwt (RFC 7523 §2.2, OIDC Core §9): a JWT the client signed with a key it registered,

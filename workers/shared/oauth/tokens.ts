@@ -22,6 +22,8 @@ export interface AccessTokenClaims extends JWTPayload {
   userinfo_claims?: string;
   /** A pairwise client's token: the user's id, sealed (subjects.ts); its `sub` is the pairwise one. */
   uid?: string;
+  /** RFC 9449 §6.1: bound to the DPoP key with this thumbprint. */
+  cnf?: { jkt: string };
 }
 
 /**
@@ -34,6 +36,8 @@ export interface ClientTokenClaims extends JWTPayload {
   client_id: string;
   scope: string;
   jti: string;
+  /** RFC 9449 §6.1: bound to the DPoP key with this thumbprint. */
+  cnf?: { jkt: string };
 }
 
 export type VerifiedAccessToken =
@@ -73,6 +77,8 @@ export async function signAccessToken(
     resource?: string[] | undefined;
     /** Issue 24: claims from organizations and grants (never one of the claims set here). */
     extra?: Record<string, unknown> | undefined;
+    /** RFC 9449 §6.1: the thumbprint of the DPoP key the token is bound to. */
+    jkt?: string | undefined;
   },
 ): Promise<string> {
   const alg = config.POLICY.access_token_signing_alg;
@@ -85,6 +91,7 @@ export async function signAccessToken(
     sid: c.sid,
     grant_id: c.grant_id,
     auth_time: c.auth_time,
+    ...(c.jkt ? { cnf: { jkt: c.jkt } } : {}),
   })
     .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
     .setIssuer(config.ISSUER)
@@ -100,12 +107,16 @@ export async function signAccessToken(
 export async function signClientToken(
   env: Env,
   config: Config,
-  c: { client_id: string; scope: string; iat: number; region: string; resource: string[] | null },
+  c: { client_id: string; scope: string; iat: number; region: string; resource: string[] | null; jkt?: string },
 ): Promise<{ token: string; jti: string }> {
   const alg = config.POLICY.access_token_signing_alg;
   const key = (await keyRing(env, config)).signing[alg];
   const { id: jti } = issueId(config, "jti", { region: c.region });
-  const token = await new SignJWT({ client_id: c.client_id, scope: c.scope })
+  const token = await new SignJWT({
+    client_id: c.client_id,
+    scope: c.scope,
+    ...(c.jkt ? { cnf: { jkt: c.jkt } } : {}),
+  })
     .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
     .setIssuer(config.ISSUER)
     .setSubject(c.client_id)

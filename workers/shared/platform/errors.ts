@@ -29,6 +29,8 @@ export type OAuthErrorCode =
   | "invalid_request_uri"
   | "invalid_redirect_uri"
   | "invalid_client_metadata"
+  | "invalid_dpop_proof"
+  | "use_dpop_nonce"
   | "not_found"
   | "method_not_allowed"
   | "conflict"
@@ -74,6 +76,10 @@ const defaultStatus: Record<OAuthErrorCode, number> = {
   // RFC 7591 §3.2.2: what dynamic client registration refuses.
   invalid_redirect_uri: 400,
   invalid_client_metadata: 400,
+  // RFC 9449 §5, §8: a DPoP proof refused, or one without the server's current nonce (400 at the
+  // token endpoint; a resource server answers 401 with a DPoP challenge, §7.1, §9).
+  invalid_dpop_proof: 400,
+  use_dpop_nonce: 400,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
