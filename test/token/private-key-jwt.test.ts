@@ -138,7 +138,7 @@ describe("private_key_jwt client authentication (RFC 7523 §2.2, issue 14)", () 
       await assertion(client, key, { aud: `${ISSUER}/token` }),
       await assertion(client, key, { aud: [ISSUER, "https://other-as.example"] }),
       await assertion(client, key, {}, -10), // expired
-      await assertion(client, key, {}, 3600), // would have to be remembered an hour
+      await assertion(client, key, {}, 7200), // would have to be remembered two hours
       await new SignJWT({})
         .setProtectedHeader({ alg: "ES256", kid: key.jwk.kid })
         .setIssuer(client.client_id)
