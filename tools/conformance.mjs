@@ -80,6 +80,9 @@ const CONFORMANCE_POLICY = {
   refresh_grace_seconds: 35,
 };
 
+/** Which section of docs/conformance.md a plan's results go in. @param {string} plan */
+const familyOf = (plan) => (plan.startsWith("fapi") ? "fapi" : "oidc");
+
 /** A test's result in the suite, and how it counts. */
 const COUNTED = { PASSED: "passed", WARNING: "warnings", FAILED: "failed", REVIEW: "review", SKIPPED: "skipped" };
 
@@ -377,36 +380,42 @@ function writeResults() {
       const file = join(out, `${r.plan}-${r.target}.${ext}`);
       if (existsSync(file)) copyFileSync(file, join(dir, `${r.plan}-${r.target}.${ext}`));
     }
-  const lines = [
-    `Run by \`npm run conformance\` on ${day} against ${commit}${dirty ? " with uncommitted changes" : ""}; the reports and the suite's HTML exports are in [${folder}/](${folder}/).`,
-    "",
-    "| plan | at | passed | warnings | failed | review | skipped |",
-    "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
-    ...results.map(
-      (r) =>
-        `| \`${r.plan}\` | ${r.target} | ${r.counts.passed} | ${r.counts.warnings} | ${r.counts.failed} | ${r.counts.review} | ${r.counts.skipped} |`,
-    ),
-    "",
-    ...results.flatMap((r) => [
-      `#### \`${r.plan}\` at the ${r.target}`,
+  // Each family of plans has its own section between its markers, so a run of one family (FAPI 2.0,
+  // say) leaves the other's latest results on the page.
+  let text = readFileSync(join(ROOT, "docs", "conformance.md"), "utf8");
+  for (const family of /** @type {const} */ (["oidc", "fapi"])) {
+    const ran = results.filter((r) => familyOf(r.plan) === family);
+    if (!ran.length) continue;
+    const lines = [
+      `Run by \`npm run conformance\` on ${day} against ${commit}${dirty ? " with uncommitted changes" : ""}; the reports and the suite's HTML exports are in [${folder}/](${folder}/).`,
       "",
-      "| test | result | what the suite said |",
-      "| --- | --- | --- |",
-      ...r.tests.map(
-        (t) => `| ${t.name} | ${t.result} | ${t.notes.map((n) => n.replace(/\|/g, "\\|")).join("<br>")} |`,
+      "| plan | at | passed | warnings | failed | review | skipped |",
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+      ...ran.map(
+        (r) =>
+          `| \`${r.plan}\` | ${r.target} | ${r.counts.passed} | ${r.counts.warnings} | ${r.counts.failed} | ${r.counts.review} | ${r.counts.skipped} |`,
       ),
       "",
-    ]),
-  ];
-  const doc = join(ROOT, "docs", "conformance.md");
-  const text = readFileSync(doc, "utf8");
-  const begin = "<!-- conformance:results:begin -->";
-  const end = "<!-- conformance:results:end -->";
-  const section = `${begin}\n${lines.join("\n")}\n${end}`;
-  const next =
-    text.includes(begin) && text.includes(end)
-      ? text.slice(0, text.indexOf(begin)) + section + text.slice(text.indexOf(end) + end.length)
-      : `${text.trimEnd()}\n\n## The latest run\n\n${section}\n`;
-  writeFileSync(doc, next);
+      ...ran.flatMap((r) => [
+        `#### \`${r.plan}\` at the ${r.target}`,
+        "",
+        "| test | result | what the suite said |",
+        "| --- | --- | --- |",
+        ...r.tests.map(
+          (t) => `| ${t.name} | ${t.result} | ${t.notes.map((n) => n.replace(/\|/g, "\\|")).join("<br>")} |`,
+        ),
+        "",
+      ]),
+    ];
+    const tag = family === "oidc" ? "conformance:results" : "conformance:results:fapi";
+    const begin = `<!-- ${tag}:begin -->`;
+    const end = `<!-- ${tag}:end -->`;
+    const section = `${begin}\n${lines.join("\n")}\n${end}`;
+    text =
+      text.includes(begin) && text.includes(end)
+        ? text.slice(0, text.indexOf(begin)) + section + text.slice(text.indexOf(end) + end.length)
+        : `${text.trimEnd()}\n\n## The latest run${family === "fapi" ? " of the FAPI 2.0 plan" : ""}\n\n${section}\n`;
+  }
+  writeFileSync(join(ROOT, "docs", "conformance.md"), text);
   log(`wrote docs/conformance.md and docs/${folder}/`);
 }
