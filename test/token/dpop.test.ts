@@ -346,7 +346,7 @@ describe("DPoP: refresh tokens (RFC 9449 §5)", () => {
     expect(plain.token_type).toBe("Bearer");
   });
 
-  it("a retry in the grace window gets the same answer with the same key, and is refused with another", {
+  it("a confidential client's retry in the grace window gets the same rotation, bound to the key it proves now", {
     timeout: 20_000,
   }, async () => {
     const client = await registerClient();
@@ -359,6 +359,26 @@ describe("DPoP: refresh tokens (RFC 9449 §5)", () => {
     const again = (await retry.json()) as Tokens;
     expect(again.refresh_token).toBe(first.refresh_token);
     expect(decodeJwt(again.access_token)).toEqual(decodeJwt(first.access_token));
+    // FAPI 2.0 §5.3.2.1-9: the lost response recovered with a new key (the family is not bound).
+    const newKey = await dpopKey();
+    const recovered = await refresh(client, rt, await proof(newKey));
+    expect(recovered.status, await recovered.clone().text()).toBe(200);
+    const third = (await recovered.json()) as Tokens;
+    expect(third.refresh_token).toBe(first.refresh_token);
+    const { cnf, ...rest } = decodeJwt(third.access_token);
+    expect(cnf).toEqual({ jkt: newKey.jkt });
+    const { cnf: _first, ...firstRest } = decodeJwt(first.access_token);
+    expect(rest).toEqual(firstRest);
+  });
+
+  it("a public client's retry must prove its family's key", { timeout: 20_000 }, async () => {
+    const client = await registerClient({ token_endpoint_auth_method: "none" });
+    const key = await dpopKey();
+    const tokens = await boundLogin(client, key);
+    const rt = tokens.refresh_token as string;
+    const first = (await (await refresh(client, rt, await proof(key))).json()) as Tokens;
+    const retry = (await (await refresh(client, rt, await proof(key))).json()) as Tokens;
+    expect(retry.refresh_token).toBe(first.refresh_token);
     await expectError(await refresh(client, rt, await proof(await dpopKey())), 400, "invalid_grant");
     await expectError(await refresh(client, rt), 400, "invalid_grant");
   });

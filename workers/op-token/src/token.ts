@@ -516,9 +516,14 @@ async function refresh(
     const opened = await unseal(presented, result.sealed);
     if (!opened) throw invalidGrant("the refresh token is invalid");
     plan = JSON.parse(opened) as RotationPlan;
-    // The same answer as the first request's, whose access token is bound to the key it proved.
-    if ((plan.jkt ?? null) !== (jkt ?? null))
-      throw invalidGrant("a retried refresh must prove the same DPoP key as the request it repeats");
+    // A public client's family is bound to its key (the rotator checked it): the same answer. A
+    // confidential client's is not (RFC 9449 §5): its retry gets the same rotation with the access
+    // token bound to the key it proves now, as FAPI 2.0 §5.3.2.1-9's recovery of a lost response
+    // needs (its plan retries 30 s later with a new key).
+    if (client.token_endpoint_auth_method === "none") {
+      if ((plan.jkt ?? null) !== (jkt ?? null))
+        throw invalidGrant("a retried refresh must prove the same DPoP key as the request it repeats");
+    } else plan = { ...plan, jkt: jkt ?? null };
   }
   const { grant } = result;
   // Tokens die with their login: a revoked session or grant, or a revoked or deleted user.
