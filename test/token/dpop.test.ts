@@ -141,7 +141,7 @@ describe("DPoP: bound tokens at the token endpoint (RFC 9449 §5)", () => {
       expect(decodeJwt(tokens.access_token).cnf).toEqual({ jkt: key.jkt });
     }
     const doc = (await (await call("/.well-known/openid-configuration")).json()) as Record<string, string[]>;
-    expect(doc.dpop_signing_alg_values_supported).toEqual(["ES256", "PS256", "RS256", "EdDSA"]);
+    expect(doc.dpop_signing_alg_values_supported).toEqual(["ES256", "PS256", "EdDSA"]);
     expect(doc.token_endpoint_auth_signing_alg_values_supported).toContain("PS256");
   });
 
@@ -263,6 +263,8 @@ describe("DPoP: proofs refused (RFC 9449 §4.3)", () => {
       ["private jwk", await proof(key, { header: { jwk: privateJwk } })],
       ["other key", await proof({ ...rest, privateKey: (await dpopKey()).privateKey })],
       ["HS256", hs],
+      // FAPI 2.0 §5.4.1: no RSASSA-PKCS1-v1_5, even with a key PS256 would take.
+      ["RS256", await proof(await dpopKey("RS256"))],
       ["not a JWT", "not.a.jwt"],
       ["two headers", `${await proof(key)}, ${await proof(key)}`],
     ];
@@ -414,7 +416,7 @@ describe("DPoP: userinfo (RFC 9449 §7)", () => {
       expect(((await res.json()) as { error: string }).error, what).toBe(error);
       const challenge = res.headers.get("www-authenticate") ?? "";
       expect(challenge, what).toMatch(new RegExp(`^DPoP error="${error}"`));
-      expect(challenge, what).toContain('algs="ES256 PS256 RS256 EdDSA"');
+      expect(challenge, what).toContain('algs="ES256 PS256 EdDSA"');
     }
   });
 

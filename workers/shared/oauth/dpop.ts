@@ -10,8 +10,11 @@ import { spendOnceAtHome } from "./single-use";
  * the server nonces of §8. A request without a `DPoP` header runs none of this.
  */
 
-/** RFC 9449 §5.1 `dpop_signing_alg_values_supported`: asymmetric algorithms only (§4.2). */
-export const DPOP_ALGS = ["ES256", "PS256", "RS256", "EdDSA"] as const;
+/**
+ * RFC 9449 §5.1 `dpop_signing_alg_values_supported`: asymmetric algorithms only (§4.2), and of those
+ * the ones FAPI 2.0 Security Profile §5.4.1 allows: no RSASSA-PKCS1-v1_5 (RS256).
+ */
+export const DPOP_ALGS = ["ES256", "PS256", "EdDSA"] as const;
 
 /** How far ahead of this server's clock a proof's `iat` may be (RFC 9449 §11.1: clock skew). */
 const FUTURE_SKEW_SECONDS = 10;
