@@ -146,7 +146,8 @@ export class Suite {
     });
     /** @type {Map<string, { ctx: import("playwright-core").BrowserContext, email: string, lastLoginShot?: Buffer }>} */
     const contexts = new Map();
-    const handled = new Set();
+    /** @type {Map<string, number>} */
+    const handled = new Map();
     let people = 0;
     let stopped = false;
     const origins = new Set(keyway.map((u) => new URL(u).origin));
@@ -168,10 +169,14 @@ export class Suite {
         for (const id of running) {
           const br = await api("GET", `${this.base}/api/runner/browser/${id}`).catch(() => ({ status: 0, json: null }));
           if (br.status !== 200) continue;
+          // `urls` holds what the test still wants opened: visiting moves a URL to `visited`, and a
+          // test may ask for the same URL again (FAPI 2.0's reuse of a request_uri). A cap per URL
+          // keeps a URL the suite never marks visited from being opened for ever.
           for (const url of br.json.urls ?? []) {
             const key = `${id} ${url}`;
-            if (handled.has(key) || (br.json.visited ?? []).includes(url)) continue;
-            handled.add(key);
+            const times = handled.get(key) ?? 0;
+            if (times >= 3) continue;
+            handled.set(key, times + 1);
             await api("POST", `${this.base}/api/runner/browser/${id}/visit?url=${encodeURIComponent(url)}`).catch(
               () => {},
             );
