@@ -78,6 +78,9 @@ const CONFORMANCE_POLICY = {
   // FAPI 2.0 Security Profile §5.3.2.1-9: a rotated refresh token lost in transit must be recoverable;
   // its plan presents the previous one 30 s after a rotation (Keyway answers it the same way).
   refresh_grace_seconds: 35,
+  // The suite pushes a request, then waits for the person: 90 s for a request_uri leaves room for a
+  // loaded machine (the plan's expiry test waits as long).
+  pushed_request_ttl_seconds: 90,
 };
 
 /** Which section of docs/conformance.md a plan's results go in. @param {string} plan */
