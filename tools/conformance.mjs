@@ -153,6 +153,8 @@ const admin = (method, path, body) =>
 
 /** @type {{ target: string, plan: string, planId: string, counts: Record<string, number>, tests: { name: string, result: string, notes: string[] }[] }[]} */
 const results = [];
+/** The tests this run created: the only ones its person acts in. @type {Set<string>} */
+const mine = new Set();
 let stopPerson = async () => {};
 for (const signal of /** @type {const} */ (["SIGINT", "SIGTERM"]))
   process.once(signal, async () => {
@@ -176,6 +178,7 @@ try {
     places.tenant = { issuer: created.json.issuer, adminPrefix: `/tenants/${tenantId}` };
   }
   stopPerson = await suite.person({
+    mine,
     keyway: [issuer],
     mailbox: async (email) => {
       // The mailbox of whichever place the login is at: each tenant's is its own.
@@ -313,6 +316,7 @@ function discoveryUrl(/** @type {string} */ iss) {
  */
 async function runModule(planId, m, place) {
   const id = await suite.createModule(planId, m.testModule, m.variant);
+  mine.add(id);
   log(`  ${m.testModule} ${id} (${place.issuer})`);
   const state = await suite.waitFor(id, ["CONFIGURED", "WAITING", "RUNNING"], 240_000);
   if (state === "CONFIGURED") {

@@ -126,9 +126,10 @@ export class Suite {
    * login page gets a fresh address and the code from the dev mailbox, a logout confirmation is
    * confirmed, and any other page (an error page, usually) is screenshotted and uploaded where the
    * test waits for one. Returns a stop function.
-   * @param {{ keyway: string[], mailbox: (email: string) => Promise<{ code: string, sent_at: string }[]>, shots: string, tag: string, log: (...a: unknown[]) => void }} options
+   * @param {{ keyway: string[], mailbox: (email: string) => Promise<{ code: string, sent_at: string }[]>, shots: string, tag: string, log: (...a: unknown[]) => void, mine?: Set<string> }} options
+   * `mine`: the tests of this run; others the suite still lists (from a run cut short) are left alone.
    */
-  async person({ keyway, mailbox, shots, tag, log }) {
+  async person({ keyway, mailbox, shots, tag, log, mine }) {
     const { chromium } = await import("playwright-core");
     mkdirSync(shots, { recursive: true });
     const browser = await chromium.launch({
@@ -167,6 +168,7 @@ export class Suite {
             await c.ctx.close().catch(() => {});
           }
         for (const id of running) {
+          if (mine && !mine.has(id)) continue;
           const br = await api("GET", `${this.base}/api/runner/browser/${id}`).catch(() => ({ status: 0, json: null }));
           if (br.status !== 200) continue;
           // `urls` holds what the test still wants opened: visiting moves a URL to `visited`, and a
