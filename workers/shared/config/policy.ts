@@ -226,6 +226,12 @@ export const policyFields = z.object({
    * the OpenID Foundation's suite sends (docs/security.md).
    */
   client_assertion_token_endpoint_audience: z.boolean().default(false),
+  /**
+   * Issue 42: when the pages offer to create a passkey after an email-code sign-in. `after_sign_in`
+   * (the default): unless "Not now" was pressed in this browser in the last 30 days; `always`: after
+   * every email-code sign-in; `off`: never (a passkey already made still signs in).
+   */
+  passkey_offer: z.enum(["after_sign_in", "always", "off"]).default("after_sign_in"),
 });
 export const policySchema = policyFields
   .strict()

@@ -46,6 +46,7 @@ const TENANT_POLICY_KEYS = [
   "open_registration",
   "registration_require_pkce",
   "client_assertion_token_endpoint_audience",
+  "passkey_offer",
 ] as const;
 type TenantPolicyKey = (typeof TENANT_POLICY_KEYS)[number];
 
