@@ -47,10 +47,11 @@ const passkeyForm = (ui: PageUi, tx: string) =>
  * The email page's passkeys: autofill on the address field (conditional mediation) and the button.
  * The challenge is the transaction's (passkey-ceremony.ts signInChallenge: SHA-256 of
  * `webauthn.get:<tx id>`), the RP id the page's host; no request is made before the person chooses.
+ * After a refusal (the page shows an error) autofill is not asked for again: the person chooses.
  */
 const PASSKEY_SIGN_IN = `(()=>{const f=document.getElementById("passkey-form"),b=document.getElementById("passkey"),
 m=document.getElementById("msg");if(!f||!b||!window.PublicKeyCredential||!window.crypto||!crypto.subtle)return;
-const id=f.elements.tx.value.split(".")[0],e=u=>btoa(String.fromCharCode(...new Uint8Array(u))).replace(/+/g,"-").replace(///g,"_").replace(/=+$/,"");
+const id=f.elements.tx.value.split(".")[0],e=u=>btoa(String.fromCharCode(...new Uint8Array(u))).replace(/\\+/g,"-").replace(/\\//g,"_").replace(/=+$/,"");
 let ctl=null;const send=c=>{const r=c.response;f.elements.credential.value=JSON.stringify({id:c.id,rawId:e(c.rawId),type:c.type,
 clientExtensionResults:{},response:{clientDataJSON:e(r.clientDataJSON),authenticatorData:e(r.authenticatorData),signature:e(r.signature),
 userHandle:r.userHandle?e(r.userHandle):undefined}});f.submit()};
@@ -60,7 +61,7 @@ const get=async mediation=>{if(ctl)ctl.abort();ctl=new AbortController();
 const challenge=new Uint8Array(await crypto.subtle.digest("SHA-256",new TextEncoder().encode("webauthn.get:"+id)));
 const c=await navigator.credentials.get({mediation,signal:ctl.signal,publicKey:{challenge,rpId:location.hostname,userVerification:"required",timeout:300000}});
 if(c)send(c)};b.hidden=false;b.addEventListener("click",()=>get("optional").catch(fail));
-const cm=PublicKeyCredential.isConditionalMediationAvailable;if(cm)cm.call(PublicKeyCredential).then(ok=>{if(ok)get("conditional").catch(()=>{})})})();`;
+const cm=PublicKeyCredential.isConditionalMediationAvailable;if(cm&&!m.querySelector("[role=alert]"))cm.call(PublicKeyCredential).then(ok=>{if(ok)get("conditional").catch(()=>{})})})();`;
 
 /** Declines the sign-in: the client hears `access_denied` (email-code.ts, cancelLogin). */
 const cancelForm = (ui: PageUi, tx: string) =>
