@@ -50,10 +50,12 @@ import type {
   IssueChallenge,
   IssueResult,
   KnownUser,
+  PasskeyCounters,
   PasskeyInfo,
   PasskeySignIn,
   PasskeySignInResult,
   RestoreCode,
+  ShardStats,
   VerifyChallenge,
   VerifyResult,
 } from "./contract/verbs";
@@ -79,6 +81,18 @@ interface ChallengeEnv extends StoreEnv {
 }
 
 export class ChallengeStore extends ShardStore<ChallengeEnv> {
+  /** Passkey verbs' outcomes since this instance started (GET /admin/v1/stats), like every counter here. */
+  #passkeys = { sign_ins: 0, refused: 0, counter_regressions: 0, registered: 0, removed: 0 };
+
+  override stats(o: { pendingDeletes?: boolean } = {}): ShardStats {
+    // Read untracked, and only where the table exists: a shard woken for its counters creates nothing.
+    const raw = this.ctx.storage.sql;
+    const made = raw.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'passkeys'").toArray().length;
+    const stored = made ? raw.exec<{ n: number }>("SELECT COUNT(*) AS n FROM passkeys").one().n : 0;
+    const passkeys: PasskeyCounters = { ...this.#passkeys, stored };
+    return { ...super.stats(o), passkeys };
+  }
+
   protected schema(): string[] {
     return CHALLENGE_SCHEMA;
   }
@@ -422,11 +436,15 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
    */
   async passkeySignIn(a: PasskeySignIn): Promise<PasskeySignInResult> {
     const found = readPasskey(this.sql, a.credentialId);
-    if (!found || found.email_key !== a.emailKey || found.tenant !== a.tenant)
-      return { status: "invalid", reason: "unknown_credential" };
-    if (a.txExp <= found.last_challenge_exp) return { status: "invalid", reason: "challenge_spent" };
+    const refuse = (reason: Extract<PasskeySignInResult, { status: "invalid" }>["reason"]) => {
+      const r: PasskeySignInResult = { status: "invalid", reason };
+      this.#count(r);
+      return r;
+    };
+    if (!found || found.email_key !== a.emailKey || found.tenant !== a.tenant) return refuse("unknown_credential");
+    if (a.txExp <= found.last_challenge_exp) return refuse("challenge_spent");
     const checked = await checkAssertion(found, a);
-    if (!checked) return { status: "invalid", reason: "assertion" };
+    if (!checked) return refuse("assertion");
     let audited = false;
     // Read again after the check's await: another sign-in may have answered in between.
     const result = this.ctx.storage.transactionSync((): PasskeySignInResult => {
@@ -459,7 +477,16 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       };
     });
     if (audited) await this.auditFlushSoon();
+    this.#count(result);
     return result;
+  }
+
+  #count(result: PasskeySignInResult): void {
+    if (result.status === "ok") this.#passkeys.sign_ins++;
+    else {
+      this.#passkeys.refused++;
+      if (result.reason === "counter_regression") this.#passkeys.counter_regressions++;
+    }
   }
 
   /** Stores a verified registration with its `passkey_created` event; false if the credential exists. */
@@ -481,7 +508,10 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       ]);
       return true;
     });
-    if (added) await this.auditFlushSoon();
+    if (added) {
+      this.#passkeys.registered++;
+      await this.auditFlushSoon();
+    }
     return added;
   }
 
@@ -505,7 +535,10 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       ]);
       return true;
     });
-    if (removed) await this.auditFlushSoon();
+    if (removed) {
+      this.#passkeys.removed++;
+      await this.auditFlushSoon();
+    }
     return removed;
   }
 

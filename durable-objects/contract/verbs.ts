@@ -577,6 +577,17 @@ export interface ShardStats {
   audit_events_flushed: number;
   storage_bytes: number;
   since: number;
+  /** A ChallengeStore shard's passkeys (issue 42): what its verbs did since it started, and what it holds. */
+  passkeys?: PasskeyCounters;
+}
+
+export interface PasskeyCounters {
+  sign_ins: number;
+  refused: number;
+  counter_regressions: number;
+  registered: number;
+  removed: number;
+  stored: number;
 }
 
 // ---- EntityStore: entities, grants and each user's compiled claims (issue 24).

@@ -1,5 +1,6 @@
 import { env, runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { webhookEventsOf } from "../../workers/shared/events/webhooks/catalogue";
 import {
   type AssertionOptions,
   FLAG_UP,
@@ -290,8 +291,22 @@ describe("a passkey sign-in", () => {
     expect((await admin(`/users/${user.id}/passkeys/${authenticator.id}`, { method: "DELETE" })).status).toBe(404);
     expect((await passkeyLogin(client, authenticator)).verify.status).toBe(400);
     expect((await passkeyLogin(client, second.authenticator)).verify.status).toBe(200);
+    // GET /admin/v1/stats counts them (issue 42): by the verbs' outcomes, and what the shards hold.
+    const stats = (await (await admin("/stats")).json()) as { passkeys: Record<string, number> };
+    expect(stats.passkeys).toMatchObject({
+      sign_ins: expect.any(Number),
+      refused: expect.any(Number),
+      registered: expect.any(Number),
+      removed: expect.any(Number),
+      stored: expect.any(Number),
+    });
+    expect(stats.passkeys.registered).toBeGreaterThanOrEqual(2);
+    expect(stats.passkeys.removed).toBeGreaterThanOrEqual(1);
+    expect(stats.passkeys.sign_ins).toBeGreaterThanOrEqual(1);
+    expect(stats.passkeys.refused).toBeGreaterThanOrEqual(1);
+    expect(stats.passkeys.stored).toBeGreaterThanOrEqual(1);
     const events = (await audited("passkey_created", "passkey_deleted")).filter((e) => e.user_id === user.id);
-    expect(events.map((e) => e.kind)).toEqual(["passkey_created", "passkey_created", "passkey_deleted"]);
+    expect(events.map((e) => e.kind).sort()).toEqual(["passkey_created", "passkey_created", "passkey_deleted"]);
   });
 
   it("a deleted user's passkeys are gone", async () => {
@@ -336,3 +351,20 @@ describe("a passkey sign-in", () => {
 
 void withVars;
 void FLAG_UV;
+
+describe("passkey events as webhooks (docs/webhooks.md)", () => {
+  it("passkey.created, passkey.deleted, and user.signed_in with its method", () => {
+    const base = { id: "e", at: 1, user_id: "usr_1", email_key: "k", client_id: null, ip: "10.0.0.1" };
+    expect(webhookEventsOf({ ...base, kind: "passkey_created", detail: { credential_id: "c1", aaguid: "a" } })).toEqual(
+      [{ type: "passkey.created", data: { user_id: "usr_1", id: "c1", aaguid: "a" } }],
+    );
+    expect(
+      webhookEventsOf({ ...base, kind: "passkey_deleted", detail: { credential_id: "c1", via: "admin_api" } }),
+    ).toEqual([{ type: "passkey.deleted", data: { user_id: "usr_1", id: "c1", via: "admin_api" } }]);
+    expect(webhookEventsOf({ ...base, kind: "sign_in", detail: { sid: "s", method: "passkey" } })).toEqual([
+      { type: "user.signed_in", data: { user_id: "usr_1", sid: "s", ip: "10.0.0.1", method: "passkey" } },
+    ]);
+    // A sign-in sealed before passkeys: the email code.
+    expect(webhookEventsOf({ ...base, kind: "sign_in", detail: { sid: "s" } })[0]?.data.method).toBe("email_code");
+  });
+});
