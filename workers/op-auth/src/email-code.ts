@@ -352,6 +352,8 @@ export async function answerVerified(
     /** Tells the address's shard the user read from D1 (after the response). */
     remember: (known: KnownUser) => Promise<unknown>;
     expectUser?: string;
+    /** The refusal when the address has no user (or not `expectUser`): a code's, unless given. */
+    refuse?: () => OAuthError;
   },
 ): Promise<Response> {
   const config = c.get("config");
@@ -371,7 +373,7 @@ export async function answerVerified(
       config.SIGNUP === "open" && v.method === "email_code"
         ? await findOrCreateUser(c.env, config.TENANT, email, now)
         : { user: await findUserByEmail(c.env, config.TENANT, email), created: false };
-    if (!found.user) throw invalidCode();
+    if (!found.user) throw (v.refuse ?? invalidCode)();
     created = found.created;
     // A user with grants, unknown to this shard (a new generation, or residency): read them where they live.
     snapshot = await currentClaims(c.env, config, found.user);
@@ -379,7 +381,7 @@ export async function answerVerified(
     userId = known.id;
     c.executionCtx.waitUntil(Promise.resolve(v.remember(known)).catch(() => undefined));
   }
-  if (v.expectUser !== undefined && v.expectUser !== userId) throw invalidCode();
+  if (v.expectUser !== undefined && v.expectUser !== userId) throw (v.refuse ?? invalidCode)();
   const user = { id: userId, email };
   const claims = loginOutcome(
     projectClaims(snapshot, post.tx.template ?? null, post.tx.request.organization, now / 1000),

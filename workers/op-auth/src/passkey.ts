@@ -120,7 +120,9 @@ export const verifyPasskey = loginPost("generate", async (c, post) => {
     now,
     method: "passkey",
     remember: (known) => store.rememberUser(route.emailKey, known, now),
+    // The passkey's user must still be the address's (a user deleted and made again has none).
     expectUser: result.userId,
+    refuse: refused,
   });
 });
 
