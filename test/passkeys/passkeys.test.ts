@@ -154,6 +154,24 @@ describe("the offer after an email-code sign-in", () => {
     await bad({ flags: FLAG_UP });
     await bad({ challenge: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" });
   });
+  it("the offer's forms need this login's transaction and the session cookie its verify set", async () => {
+    const client = await publicClient();
+    const offer = await codeSignInToOffer(client, uniqueEmail("bound"));
+    // Another browser with the transaction's cookie but not the session's.
+    const other = new Browser();
+    for (const [k, v] of offer.browser.cookies) if (k !== "kw_session") other.cookies.set(k, v);
+    const later = await other.postForm("/passkey/later", { tx: offer.tx, done: offer.done }, NAVIGATE);
+    expect(later.status).toBeGreaterThanOrEqual(400);
+    expect(later.headers.get("location")).toBeNull();
+    // Another transaction's verified login.
+    const second = await codeSignInToOffer(client, uniqueEmail("bound2"));
+    const mixed = await offer.browser.postForm("/passkey/later", { tx: offer.tx, done: second.done }, NAVIGATE);
+    expect(mixed.status).toBeGreaterThanOrEqual(400);
+    // JSON callers hear it as JSON.
+    const json = await other.postJson("/passkey/register", { tx: offer.tx, done: offer.done, credential: {} });
+    expect(json.status).toBe(400);
+    expect(await json.json()).toMatchObject({ error: "invalid_request" });
+  });
 });
 
 describe("a passkey sign-in", () => {
