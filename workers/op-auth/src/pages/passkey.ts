@@ -29,6 +29,7 @@ export function passkeyOffer(ui: PageUi, o: OfferOptions) {
 <form id="passkey-create" method="post" action="/passkey/register" data-options="${escapeHtml(JSON.stringify(o.options))}">
 ${hidden("tx", o.tx)}${hidden("done", o.done)}${hidden("credential", "")}
 <button id="passkey" class="primary" type="button" data-failed="${escapeHtml(t.text("passkey.failed"))}">${t.html("passkey.create")}</button></form>
+<noscript><p class="muted">${t.html("passkey.needs_script")}</p></noscript>
 <form method="post" action="/passkey/later">${hidden("tx", o.tx)}${hidden("done", o.done)}
 <button class="secondary" type="submit">${t.html("passkey.later")}</button></form>`,
     script: PASSKEY_CREATE,

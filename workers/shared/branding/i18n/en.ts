@@ -41,6 +41,7 @@ export const en = {
   "passkey.create": "Create a passkey",
   "passkey.later": "Not now",
   "passkey.failed": "No passkey was created. You can try again, or continue without one.",
+  "passkey.needs_script": "Creating a passkey needs JavaScript in this browser. You can go on without one.",
 
   "error.wrong_code": "That code is not right, or it has expired. Check the newest email and try again.",
   "error.code_format": "Enter the 6 digits from the email.",

@@ -41,6 +41,7 @@ export const fr: Catalogue = {
   "passkey.create": "Créer une clé d’accès",
   "passkey.later": "Pas maintenant",
   "passkey.failed": "Aucune clé d’accès n’a été créée. Vous pouvez réessayer, ou continuer sans.",
+  "passkey.needs_script": "Créer une clé d’accès nécessite JavaScript dans ce navigateur. Vous pouvez continuer sans.",
 
   "error.wrong_code": "Ce code n’est pas le bon, ou il a expiré. Vérifiez le dernier e-mail et réessayez.",
   "error.code_format": "Saisissez les 6 chiffres reçus par e-mail.",
