@@ -12,6 +12,7 @@ import {
   admin,
   auditEvents,
   Browser,
+  call,
   mailbox,
   pinClock,
   pkce,
@@ -286,6 +287,74 @@ describe("a passkey sign-in", () => {
     const tenantClient = await registerTenantClient(tenant.id, { token_endpoint_auth_method: "none" });
     const { verify } = await passkeyLogin(tenantClient, authenticator, { base: `/t/${tenant.id}` });
     expect(verify.status).toBe(400);
+  });
+
+  it("a tenant on its own host (TENANT_HOSTS): the RP id is that host; an assertion for the main host is refused", async () => {
+    const t = await createTenant({});
+    const host = `login.${t.id}.test`;
+    const origin = `http://${host}`;
+    const e = withVars({ TENANT_HOSTS: JSON.stringify({ [host]: t.id }) });
+    const client = await registerTenantClient(t.id, { token_endpoint_auth_method: "none" }, e);
+    const email = uniqueEmail("host");
+    // The tenant's endpoints (the token endpoint's too) are at its host's root.
+    const browser = new Browser({ env: e, base: origin });
+    const { verifier, challenge } = await pkce();
+    const authorize = (c: string) =>
+      `${origin}/authorize?${new URLSearchParams({
+        response_type: "code",
+        client_id: client.client_id,
+        redirect_uri: client.redirect_uris[0] as string,
+        scope: "openid email",
+        state: "s",
+        code_challenge: c,
+        code_challenge_method: "S256",
+      })}`;
+    const init = await browser.fetch(authorize(challenge), { headers: { Accept: "application/json" } });
+    const { tx } = (await init.json()) as { tx: string };
+    expect((await browser.postJson(`${origin}/email-code/generate`, { tx, email })).status).toBe(200);
+    const box = (await (await call(`${origin}/__dev/mailbox/${encodeURIComponent(email)}`, {}, e)).json()) as {
+      messages: { code: string }[];
+    };
+    const nav = { ...NAVIGATE, Origin: origin };
+    const offerRes = await browser.postForm(
+      `${origin}/email-code/verify`,
+      { tx, email, code: box.messages[0]?.code as string },
+      nav,
+    );
+    const html = await offerRes.text();
+    expect(offerRes.status, html).toBe(200);
+    const options = JSON.parse(
+      (/data-options="([^"]*)"/.exec(html)?.[1] ?? "").replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n))),
+    ) as { rp: { id: string }; challenge: string; user: { id: string } };
+    expect(options.rp.id).toBe(host);
+    const done = (/name="done" value="([^"]*)"/.exec(html)?.[1] ?? "").replace(/&#(\d+);/g, (_, n) =>
+      String.fromCharCode(Number(n)),
+    );
+    const authenticator = await SoftAuthenticator.create();
+    const credential = await authenticator.register({
+      challenge: options.challenge,
+      origin,
+      rpId: host,
+      userHandle: options.user.id,
+    });
+    const made = await browser.postForm(
+      `${origin}/passkey/register`,
+      { tx, done, credential: JSON.stringify(credential) },
+      nav,
+    );
+    expect(made.status, await made.clone().text()).toBe(303);
+    await finish(browser, client, made.headers.get("location") as string, verifier);
+
+    const signIn = async (rpId: string, o: string) => {
+      const b = new Browser({ env: e });
+      const p = await pkce();
+      const r = await b.fetch(authorize(p.challenge), { headers: { Accept: "application/json" } });
+      const { tx: t2 } = (await r.json()) as { tx: string };
+      const a = await authenticator.assert({ challenge: await signInChallengeOf(t2), origin: o, rpId });
+      return b.postJson(`${origin}/passkey/verify`, { tx: t2, credential: a }, { Origin: origin });
+    };
+    expect((await signIn(RP_ID, ORIGIN)).status).toBe(400);
+    expect((await signIn(host, origin)).status).toBe(200);
   });
 
   it("several passkeys per person; the admin API lists and removes them; a removed passkey is refused", async () => {
