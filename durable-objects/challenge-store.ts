@@ -21,15 +21,27 @@ import {
 } from "./challenge/limits";
 import { lockedFor } from "./challenge/locks";
 import {
+  checkAssertion,
+  counterRegressed,
+  deletePasskey,
+  deletePasskeysOf,
+  insertPasskey,
+  listPasskeys,
+  markUsed,
+  readPasskey,
+} from "./challenge/passkeys";
+import {
   CHALLENGE_EXPIRING_TABLES,
   CHALLENGE_SCAN_SWEPT,
   CHALLENGE_SCHEMA,
   CHALLENGE_UPGRADES,
 } from "./challenge/schema";
+import { auditEvent } from "./contract/audit-event";
 import { timingSafeEqualString } from "./contract/crypto";
 import { errorField, log } from "./contract/log";
 import { stubAt } from "./contract/shard-address";
 import type {
+  AddPasskey,
   CapturedRow,
   CarriedLimits,
   ClaimsSnapshot,
@@ -38,7 +50,12 @@ import type {
   IssueChallenge,
   IssueResult,
   KnownUser,
+  PasskeyCounters,
+  PasskeyInfo,
+  PasskeySignIn,
+  PasskeySignInResult,
   RestoreCode,
+  ShardStats,
   VerifyChallenge,
   VerifyResult,
 } from "./contract/verbs";
@@ -64,6 +81,18 @@ interface ChallengeEnv extends StoreEnv {
 }
 
 export class ChallengeStore extends ShardStore<ChallengeEnv> {
+  /** Passkey verbs' outcomes since this instance started (GET /admin/v1/stats), like every counter here. */
+  #passkeys = { sign_ins: 0, refused: 0, counter_regressions: 0, registered: 0, removed: 0 };
+
+  override stats(o: { pendingDeletes?: boolean } = {}): ShardStats {
+    // Read untracked, and only where the table exists: a shard woken for its counters creates nothing.
+    const raw = this.ctx.storage.sql;
+    const made = raw.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'passkeys'").toArray().length;
+    const stored = made ? raw.exec<{ n: number }>("SELECT COUNT(*) AS n FROM passkeys").one().n : 0;
+    const passkeys: PasskeyCounters = { ...this.#passkeys, stored };
+    return { ...super.stats(o), passkeys };
+  }
+
   protected schema(): string[] {
     return CHALLENGE_SCHEMA;
   }
@@ -386,9 +415,131 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     if (mode === "upsert") await this.expireAt(expiresAt);
   }
 
-  /** Forgets an address's user (the admin API deleted it): the next sign-in reads D1 again. */
+  /**
+   * Forgets an address's user (the admin API deleted it): the next sign-in reads D1 again. Its
+   * passkeys go with it (issue 42): a new user of the address starts with none.
+   */
   forgetUser(emailKey: string): void {
-    deleteKnownUser(this.sql, emailKey);
+    this.ctx.storage.transactionSync(() => {
+      deleteKnownUser(this.sql, emailKey);
+      deletePasskeysOf(this.sql, emailKey);
+    });
+  }
+
+  /**
+   * A passkey sign-in (issue 42), in one call: the credential's row, the assertion checked against its
+   * public key (challenge, origin, RP id, UV, signature), then, in one transaction, the challenge spent
+   * and the counter moved (one row), and the address's user as a verify finds it. A counter that did
+   * not rise is refused, and audited in the same transaction. The challenge is the login
+   * transaction's (derived from its id, never stored): this credential answers a transaction's
+   * challenge once, and never one of a transaction older than the last it answered.
+   */
+  async passkeySignIn(a: PasskeySignIn): Promise<PasskeySignInResult> {
+    const found = readPasskey(this.sql, a.credentialId);
+    const refuse = (reason: Extract<PasskeySignInResult, { status: "invalid" }>["reason"]) => {
+      const r: PasskeySignInResult = { status: "invalid", reason };
+      this.#count(r);
+      return r;
+    };
+    if (!found || found.email_key !== a.emailKey || found.tenant !== a.tenant) return refuse("unknown_credential");
+    if (a.txExp <= found.last_challenge_exp) return refuse("challenge_spent");
+    const checked = await checkAssertion(found, a);
+    if (!checked) return refuse("assertion");
+    let audited = false;
+    // Read again after the check's await: another sign-in may have answered in between.
+    const result = this.ctx.storage.transactionSync((): PasskeySignInResult => {
+      const row = readPasskey(this.sql, a.credentialId);
+      if (!row) return { status: "invalid", reason: "unknown_credential" };
+      if (a.txExp <= row.last_challenge_exp) return { status: "invalid", reason: "challenge_spent" };
+      if (counterRegressed(row.sign_count, checked.newCounter)) {
+        this.recordAudit([
+          auditEvent(
+            {
+              kind: "passkey_counter_regression",
+              user: row.user_id,
+              emailKey: a.emailKey,
+              tenant: a.tenant,
+              detail: { credential_id: row.credential_id, stored: row.sign_count, presented: checked.newCounter },
+            },
+            a.ip,
+            a.now,
+          ),
+        ]);
+        audited = true;
+        return { status: "invalid", reason: "counter_regression" };
+      }
+      markUsed(this.sql, row.credential_id, checked.newCounter, a.now, a.txExp);
+      return {
+        status: "ok",
+        userId: row.user_id,
+        sealedEmail: row.sealed_email,
+        user: readKnownUser(this.sql, a.emailKey, a.now),
+      };
+    });
+    if (audited) await this.auditFlushSoon();
+    this.#count(result);
+    return result;
+  }
+
+  #count(result: PasskeySignInResult): void {
+    if (result.status === "ok") this.#passkeys.sign_ins++;
+    else {
+      this.#passkeys.refused++;
+      if (result.reason === "counter_regression") this.#passkeys.counter_regressions++;
+    }
+  }
+
+  /** Stores a verified registration with its `passkey_created` event; false if the credential exists. */
+  async addPasskey(a: AddPasskey): Promise<boolean> {
+    const added = this.ctx.storage.transactionSync(() => {
+      if (!insertPasskey(this.sql, a)) return false;
+      this.recordAudit([
+        auditEvent(
+          {
+            kind: "passkey_created",
+            user: a.userId,
+            emailKey: a.emailKey,
+            tenant: a.tenant,
+            detail: { credential_id: a.credentialId, aaguid: a.aaguid },
+          },
+          a.ip,
+          a.now,
+        ),
+      ]);
+      return true;
+    });
+    if (added) {
+      this.#passkeys.registered++;
+      await this.auditFlushSoon();
+    }
+    return added;
+  }
+
+  /** A user's passkeys at this address (the admin API). */
+  passkeysOf(emailKey: string, userId: string): PasskeyInfo[] {
+    return listPasskeys(this.sql, emailKey, userId);
+  }
+
+  /** Removes one of a user's passkeys with its `passkey_deleted` event; false when it is not here. */
+  async removePasskey(emailKey: string, userId: string, credentialId: string, tenant: string): Promise<boolean> {
+    const removed = this.ctx.storage.transactionSync(() => {
+      if (!deletePasskey(this.sql, emailKey, userId, credentialId)) return false;
+      this.recordAudit([
+        auditEvent({
+          kind: "passkey_deleted",
+          user: userId,
+          emailKey,
+          tenant,
+          detail: { credential_id: credentialId, via: "admin_api" },
+        }),
+      ]);
+      return true;
+    });
+    if (removed) {
+      this.#passkeys.removed++;
+      await this.auditFlushSoon();
+    }
+    return removed;
   }
 
   /** The captured messages of an address, newest first (still sealed). */

@@ -333,6 +333,7 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
         "auditBacklog",
         "alarm",
         "webhookCounts",
+        "stats",
       ].includes(name)
     )
       continue;

@@ -20,6 +20,10 @@
 //
 //   LOGINS=3000 CONCURRENCY=8 npm run cost     (writes docs/benchmarks/<date>-cost.md unless OUT=-;
 //                                              PROFILE_TICK_US, the profilers' interval, 4000)
+//
+// PASSKEYS=1 (issue 42): the first pass also makes each user a passkey (the offer after the code, a
+// software authenticator, tools/lib/soft-authenticator.mjs), and a third pass signs the returning users
+// in with it, measured the same way: the bill of a passkey login beside the code login's, mail included.
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -28,12 +32,16 @@ import { freePort } from "../scripts/stack.mjs";
 import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { REPO, raisedPolicy, startLoadStack } from "./lib/k6-stack.mjs";
 import { CLK_TCK, cpuTicks, threadClock, workerdPids } from "./lib/proc.mjs";
+import { SoftAuthenticator, signInChallengeOf } from "./lib/soft-authenticator.mjs";
 
 const LOGINS = Number(process.env.LOGINS || 3000);
 const CONCURRENCY = Number(process.env.CONCURRENCY || 8);
 const RESEND_INTERVAL_S = 10;
 /** The profilers' tick: each interrupts workerd's thread, so a coarse one disturbs the run least. */
 const PROFILE_TICK_US = Number(process.env.PROFILE_TICK_US || 4000);
+const PASSKEYS = process.env.PASSKEYS === "1";
+/** Each user's passkey, made in the first pass (PASSKEYS=1). */
+const authenticators = new Map();
 
 // ---- Prices: the marked table of docs/cost.md.
 const COST_DOC = join(REPO, "docs", "cost.md");
@@ -110,8 +118,12 @@ async function pkce() {
   return { verifier, challenge: b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))) };
 }
 
-/** The five steps of CONTRACT §2, with a cookie jar; the code read from the mail provider. */
-async function login(email) {
+/**
+ * The five steps of CONTRACT §2, with a cookie jar; the code read from the mail provider. With
+ * `enrol`, the code is posted as a person's browser does (the passkey offer comes back) and a passkey
+ * is made before the login goes on (issue 42).
+ */
+async function login(email, enrol = false) {
   const jar = new Map();
   const go = async (url, init = {}) => {
     const headers = new Headers(init.headers);
@@ -152,9 +164,88 @@ async function login(email) {
     code = codes.get(email);
   }
   if (!code) throw new Error(`no mail for ${email}`);
-  const ver = await post("/email-code/verify", { tx, email, code });
-  if (ver.status !== 200) throw new Error(`verify ${ver.status}`);
-  const back = await go((await ver.json()).redirect_to);
+  let redirectTo;
+  if (enrol) {
+    const form = (path, body) =>
+      go(`${stack.url}${path}`, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/x-www-form-urlencoded",
+          Origin: stack.url,
+          "Sec-Fetch-Dest": "document",
+          "Sec-Fetch-Mode": "navigate",
+        },
+        body: new URLSearchParams(body),
+      });
+    const offer = await form("/email-code/verify", { tx, email, code });
+    const html = await offer.text();
+    if (offer.status !== 200) throw new Error(`verify ${offer.status}`);
+    const fromHtml = (v) => v.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+    const options = JSON.parse(fromHtml(/data-options="([^"]*)"/.exec(html)?.[1] ?? "null"));
+    const done = fromHtml(/name="done" value="([^"]*)"/.exec(html)?.[1] ?? "");
+    const authenticator = await SoftAuthenticator.create();
+    const credential = await authenticator.register({
+      challenge: options.challenge,
+      origin: stack.url,
+      rpId: options.rp.id,
+      userHandle: options.user.id,
+    });
+    const made = await form("/passkey/register", { tx, done, credential: JSON.stringify(credential) });
+    if (made.status !== 303) throw new Error(`passkey/register ${made.status} ${await made.text()}`);
+    authenticators.set(email, authenticator);
+    redirectTo = made.headers.get("location");
+  } else {
+    const ver = await post("/email-code/verify", { tx, email, code });
+    if (ver.status !== 200) throw new Error(`verify ${ver.status}`);
+    redirectTo = (await ver.json()).redirect_to;
+  }
+  await finish(go, redirectTo, verifier);
+}
+
+/** A returning user's passkey login (issue 42): authorize, one touch, redirect_to, the token. */
+async function passkeyLogin(email) {
+  const jar = new Map();
+  const go = async (url, init = {}) => {
+    const headers = new Headers(init.headers);
+    if (jar.size) headers.set("Cookie", [...jar].map(([k, v]) => `${k}=${v}`).join("; "));
+    const res = await fetch(url, { ...init, headers, redirect: "manual" });
+    for (const line of res.headers.getSetCookie()) {
+      const [pair] = line.split(";");
+      const eq = pair.indexOf("=");
+      jar.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
+    }
+    return res;
+  };
+  const { verifier, challenge } = await pkce();
+  const q = new URLSearchParams({
+    response_type: "code",
+    client_id: client.client_id,
+    redirect_uri: client.redirect_uris[0],
+    scope: "openid email offline_access",
+    state: "s",
+    code_challenge: challenge,
+    code_challenge_method: "S256",
+  });
+  const init = await go(`${stack.url}/authorize?${q}`, { headers: { Accept: "application/json" } });
+  if (init.status !== 200) throw new Error(`authorize ${init.status}`);
+  const { tx } = await init.json();
+  const credential = await authenticators.get(email).assert({
+    challenge: signInChallengeOf(tx),
+    origin: stack.url,
+    rpId: new URL(stack.url).hostname,
+  });
+  const ver = await go(`${stack.url}/passkey/verify`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify({ tx, credential }),
+  });
+  if (ver.status !== 200) throw new Error(`passkey/verify ${ver.status} ${await ver.text()}`);
+  await finish(go, (await ver.json()).redirect_to, verifier);
+}
+
+/** Steps 4 and 5: the code at the client's redirect, then the tokens. */
+async function finish(go, redirectTo, verifier) {
+  const back = await go(redirectTo);
   const authCode = new URL(back.headers.get("location")).searchParams.get("code");
   const token = await fetch(`${stack.url}/token`, {
     method: "POST",
@@ -170,11 +261,11 @@ async function login(email) {
   if (token.status !== 200) throw new Error(`token ${token.status}`);
 }
 
-async function pass(users) {
+async function pass(users, one = (email) => login(email)) {
   let next = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
-      while (next < users.length) await login(users[next++]);
+      while (next < users.length) await one(users[next++]);
     }),
   );
 }
@@ -182,61 +273,68 @@ async function pass(users) {
 const users = Array.from({ length: LOGINS }, (_, i) => `cost-${i}-${Date.now().toString(36)}@example.com`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 try {
-  console.log(`first pass: ${LOGINS} users sign up`);
-  await pass(users);
+  console.log(`first pass: ${LOGINS} users sign up${PASSKEYS ? " and make a passkey" : ""}`);
+  await pass(users, (email) => login(email, PASSKEYS));
   // Past the resend interval, and every flush of the first pass done.
   await sleep((RESEND_INTERVAL_S + 6) * 1000);
-  const pids = workerdPids();
-  const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
-  const profiler = await openIsolateProfiler(inspectorPort, PROFILE_TICK_US);
-  const beforeAll = await admin("/stats");
-  const before = beforeAll.billing;
-  const mailsBefore = mails;
-  await profiler.start();
-  const threads = threadClock(pids);
-  const cpu0 = ticks();
-  const t0 = Date.now();
-  console.log(`second pass: ${LOGINS} returning users sign in (${CONCURRENCY} at a time)`);
-  await pass(users);
-  const seconds = (Date.now() - t0) / 1000;
-  const cpuMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
-  const threadMs = threads()[0]?.ms ?? 0;
-  const isolates = await profiler.stop();
-  profiler.close();
-  const roles = byRole(isolates);
-  // The audit outboxes flush 5 s after their last event; the mail's code_sent events come after it.
-  await sleep(8_000);
-  const afterAll = await admin("/stats");
-  const after = afterAll.billing;
-  // Where the Durable Object rows go: by store, written now and deleted later.
-  const byStore = Object.keys(afterAll.stores)
-    .map((store) => {
-      const d = (k) => ((afterAll.stores[store]?.[k] ?? 0) - (beforeAll.stores[store]?.[k] ?? 0)) / LOGINS;
-      return { store, calls: d("total"), rows: d("rows_written") + d("alarms_set"), later: d("pending_deletes") };
-    })
-    .filter((r) => r.calls || r.rows || r.later);
-  const per = (k) => (after[k] - before[k]) / LOGINS;
-  // The second stats call is itself a Worker request.
-  const m = {
-    worker_requests: (after.worker_requests - before.worker_requests - 1) / LOGINS,
-    durable_object_requests: per("durable_object_requests"),
-    durable_object_rows_written: per("durable_object_rows_written"),
-    durable_object_later_deletes: per("durable_object_pending_deletes"),
-    durable_object_rows_read: per("durable_object_rows_read"),
-    durable_object_alarms_set: per("durable_object_alarms_set"),
-    d1_rows_written: per("d1_rows_written"),
-    d1_rows_read: per("d1_rows_read"),
-    d1_queries: per("d1_queries"),
-    durable_object_storage_bytes: per("durable_object_storage_bytes"),
-    d1_storage_bytes: per("d1_size_bytes"),
-    mails: (mails - mailsBefore) / LOGINS,
-    local_cpu_ms: cpuMs / LOGINS,
-    thread_cpu_ms: threadMs / LOGINS,
-    worker_cpu_ms: roles.worker / LOGINS,
-    durable_object_cpu_ms: roles["durable-object"] / LOGINS,
-    local_only_cpu_ms: roles["local-only"] / LOGINS,
-    runtime_cpu_ms: (threadMs - roles.worker - roles["durable-object"] - roles["local-only"]) / LOGINS,
+  /** One measured pass: what `run` cost per login, by billed counter and store, and the isolates' CPU. */
+  const measurePass = async (label, run) => {
+    const pids = workerdPids();
+    const ticks = () => pids.reduce((a, p) => a + (cpuTicks(p) ?? 0), 0);
+    const profiler = await openIsolateProfiler(inspectorPort, PROFILE_TICK_US);
+    const beforeAll = await admin("/stats");
+    const before = beforeAll.billing;
+    const mailsBefore = mails;
+    await profiler.start();
+    const threads = threadClock(pids);
+    const cpu0 = ticks();
+    const t0 = Date.now();
+    console.log(`${label}: ${LOGINS} returning users sign in (${CONCURRENCY} at a time)`);
+    await run();
+    const seconds = (Date.now() - t0) / 1000;
+    const cpuMs = ((ticks() - cpu0) / CLK_TCK) * 1000;
+    const threadMs = threads()[0]?.ms ?? 0;
+    const isolates = await profiler.stop();
+    profiler.close();
+    const roles = byRole(isolates);
+    // The audit outboxes flush 5 s after their last event; the mail's code_sent events come after it.
+    await sleep(8_000);
+    const afterAll = await admin("/stats");
+    const after = afterAll.billing;
+    // Where the Durable Object rows go: by store, written now and deleted later.
+    const byStore = Object.keys(afterAll.stores)
+      .map((store) => {
+        const d = (k) => ((afterAll.stores[store]?.[k] ?? 0) - (beforeAll.stores[store]?.[k] ?? 0)) / LOGINS;
+        return { store, calls: d("total"), rows: d("rows_written") + d("alarms_set"), later: d("pending_deletes") };
+      })
+      .filter((r) => r.calls || r.rows || r.later);
+    const per = (k) => (after[k] - before[k]) / LOGINS;
+    // The second stats call is itself a Worker request.
+    const m = {
+      worker_requests: (after.worker_requests - before.worker_requests - 1) / LOGINS,
+      durable_object_requests: per("durable_object_requests"),
+      durable_object_rows_written: per("durable_object_rows_written"),
+      durable_object_later_deletes: per("durable_object_pending_deletes"),
+      durable_object_rows_read: per("durable_object_rows_read"),
+      durable_object_alarms_set: per("durable_object_alarms_set"),
+      d1_rows_written: per("d1_rows_written"),
+      d1_rows_read: per("d1_rows_read"),
+      d1_queries: per("d1_queries"),
+      durable_object_storage_bytes: per("durable_object_storage_bytes"),
+      d1_storage_bytes: per("d1_size_bytes"),
+      mails: (mails - mailsBefore) / LOGINS,
+      local_cpu_ms: cpuMs / LOGINS,
+      thread_cpu_ms: threadMs / LOGINS,
+      worker_cpu_ms: roles.worker / LOGINS,
+      durable_object_cpu_ms: roles["durable-object"] / LOGINS,
+      local_only_cpu_ms: roles["local-only"] / LOGINS,
+      runtime_cpu_ms: (threadMs - roles.worker - roles["durable-object"] - roles["local-only"]) / LOGINS,
+    };
+    return { m, byStore, seconds, isolates };
   };
+  const { m, byStore, seconds, isolates } = await measurePass("second pass", () => pass(users));
+  // PASSKEYS=1: a third pass, the same users with their passkeys (no mail), measured the same way.
+  const passkeyRun = PASSKEYS ? await measurePass("third pass (passkeys)", () => pass(users, passkeyLogin)) : null;
 
   // ---- Cost per million logins, by line.
   const line = (label, quantity, key, unitPerLogin) => {
@@ -244,7 +342,7 @@ try {
     return { label, quantity, unit: unitPerLogin, usd: ((quantity * 1e6) / p.per) * p.price, key };
   };
   const GB = 1e9;
-  const lines = [
+  const linesOf = (m) => [
     line("Workers requests", m.worker_requests, "worker_requests", "requests"),
     line(
       "Durable Object requests (calls and alarm runs)",
@@ -281,6 +379,7 @@ try {
     ),
     line("Workers CPU (measured in the Keyway Workers' isolates)", m.worker_cpu_ms, "worker_cpu_ms", "CPU-ms"),
   ];
+  const lines = linesOf(m);
   const total = lines.reduce((a, l) => a + l.usd, 0);
   const mail = line("Mail (Cloudflare Email Sending)", m.mails, "email_sending", "messages");
   const local = [
@@ -326,13 +425,48 @@ Billed rows written per login, later deletes included: ${rowsWritten.toFixed(2)}
     ...byStore.map((r) => `| ${r.store} | ${r.calls.toFixed(2)} | ${r.rows.toFixed(2)} | ${r.later.toFixed(2)} |`),
   ].join("\n");
   const localNote = `Local only (issue 28 item 4), not in the total: the isolates' CPU from V8's sampling profiler during the pass (tools/lib/isolate-cpu.mjs, one sample per ${tick} µs tick while an isolate is entered); the process and thread from /proc, with the profilers running.`;
-  console.log(`\n${summary}\n\n${table}\n\n${localNote}\n\n${localTable}\n\n${stores}\n`);
+  // Issue 42 (PASSKEYS=1): the passkey login's bill beside the code login's, mail included.
+  let passkeys = "";
+  if (passkeyRun) {
+    const pk = passkeyRun.m;
+    const pkLines = linesOf(pk);
+    const pkMail = line("Mail (Cloudflare Email Sending)", pk.mails, "email_sending", "messages");
+    const pkTotal = pkLines.reduce((a, l) => a + l.usd, 0);
+    const rowsOf = (x) =>
+      x.durable_object_rows_written + Math.max(0, x.durable_object_later_deletes) + x.d1_rows_written;
+    const q = (l) => (l.unit === "GB-month" ? `${fmt(l.quantity * GB, 0)} bytes` : fmt(l.quantity));
+    passkeys = [
+      `## A passkey login beside the code login (issue 42)`,
+      "",
+      `${LOGINS} returning users signed in again with their passkeys in ${passkeyRun.seconds.toFixed(1)} s. Billed rows written per login, later deletes included: code ${rowsWritten.toFixed(2)}, passkey ${rowsOf(pk).toFixed(2)}; Durable Object requests: code ${m.durable_object_requests.toFixed(2)}, passkey ${pk.durable_object_requests.toFixed(2)}; D1 statements: code ${m.d1_queries.toFixed(2)}, passkey ${pk.d1_queries.toFixed(2)}; mail: code ${fmt(m.mails)}, passkey ${fmt(pk.mails)}.`,
+      "",
+      "| line | unit | code login, per login | passkey login, per login | code login, $ per million | passkey login, $ per million |",
+      "| --- | --- | --- | --- | --- | --- |",
+      ...lines.map((l, i) => {
+        const p = pkLines[i];
+        return `| ${l.label} | ${l.unit} | ${q(l)} | ${q(p)} | ${l.usd.toFixed(2)} | ${p.usd.toFixed(2)} |`;
+      }),
+      `| Mail (Cloudflare Email Sending) | messages | ${fmt(mail.quantity)} | ${fmt(pkMail.quantity)} | ${mail.usd.toFixed(2)} | ${pkMail.usd.toFixed(2)} |`,
+      `| **Total, mail included** | | | | **${(total + mail.usd).toFixed(2)}** | **${(pkTotal + pkMail.usd).toFixed(2)}** |`,
+      "",
+      "Where the passkey login's Durable Object rows go:",
+      "",
+      "| store | calls per login | rows written per login (alarms set included) | rows deleted later per login |",
+      "| --- | --- | --- | --- |",
+      ...passkeyRun.byStore.map(
+        (r) => `| ${r.store} | ${r.calls.toFixed(2)} | ${r.rows.toFixed(2)} | ${r.later.toFixed(2)} |`,
+      ),
+    ].join("\n");
+  }
+  console.log(
+    `\n${summary}\n\n${table}\n\n${localNote}\n\n${localTable}\n\n${stores}\n${passkeys ? `\n${passkeys}\n` : ""}`,
+  );
   if (process.env.OUT !== "-") {
     const date = new Date().toISOString().slice(0, 10);
     const out = process.env.OUT || join(REPO, "docs", "benchmarks", `${date}-cost.md`);
     writeFileSync(
       out,
-      `# What a login costs on Cloudflare's bill, measured (${date})\n\nMeasured by \`npm run cost\` (tools/cost.mjs) on the \`npm start\` stack with the \`http\` mail transport; priced by docs/cost.md.\n\n${summary}\n\n${table}\n\n${localNote}\n\n${localTable}\n\nWhere the Durable Object rows go:\n\n${stores}\n`,
+      `# What a login costs on Cloudflare's bill, measured (${date})\n\nMeasured by \`npm run cost\` (tools/cost.mjs) on the \`npm start\` stack with the \`http\` mail transport; priced by docs/cost.md.\n\n${summary}\n\n${table}\n\n${localNote}\n\n${localTable}\n\nWhere the Durable Object rows go:\n\n${stores}\n${passkeys ? `\n${passkeys}\n` : ""}`,
     );
     console.log(`wrote ${out}`);
   }

@@ -1,3 +1,5 @@
+import { PASSKEY_SCHEMA } from "./passkeys";
+
 /**
  * The ChallengeStore's tables, made at a shard's first use (shard-store.ts), the columns added to
  * shards made before them, and how their rows expire. The SQL is the store's storage: a change here
@@ -84,6 +86,8 @@ export const CHALLENGE_SCHEMA: string[] = [
   "DROP INDEX IF EXISTS known_users_exp",
   // Per-IP quotas lived here before they moved to the Rate Limiting binding; nothing reads them.
   "DROP TABLE IF EXISTS ip_quota",
+  // Issue 42: an address's passkeys (passkeys.ts); kept until removed or the user is deleted.
+  ...PASSKEY_SCHEMA,
 ];
 
 export const CHALLENGE_UPGRADES: Record<string, string[]> = {

@@ -51,6 +51,11 @@ export const AUDIT_KINDS = [
   "grant_revoked",
   // Issue 40: a client registered, replaced or deleted itself (RFC 7591 / RFC 7592); detail.action.
   "client_registration",
+  // Issue 42: a passkey registered or removed (detail.credential_id, detail.via), and an assertion
+  // whose signature counter did not rise (refused: a cloned authenticator, or a replay).
+  "passkey_created",
+  "passkey_deleted",
+  "passkey_counter_regression",
 ] as const;
 
 export type AuditKind = (typeof AUDIT_KINDS)[number];
@@ -166,6 +171,63 @@ export type VerifyResult =
 export interface SpentCode {
   attempts: number;
   expires_at: number;
+}
+
+// ---- Passkeys (issue 42): WebAuthn credentials, in the ChallengeStore shard of their address.
+
+/**
+ * A passkey sign-in's one store call: the credential is found, the assertion verified against its
+ * public key (challenge, origin, RP id, user verification, signature), the login transaction's
+ * challenge spent and the signature counter moved, in one call. `txExp` is the transaction's sealed
+ * expiry: a credential answers each transaction's challenge once, and never one of a transaction
+ * older than the last it answered.
+ */
+export interface PasskeySignIn {
+  credentialId: string;
+  emailKey: string;
+  tenant: string;
+  /** The AuthenticationResponseJSON as the browser sent it. */
+  response: unknown;
+  challenge: string;
+  origin: string;
+  rpId: string;
+  txExp: number;
+  now: number;
+  ip: string | null;
+}
+
+export type PasskeySignInResult =
+  | { status: "ok"; userId: string; sealedEmail: string; user: KnownUserFound | null }
+  | { status: "invalid"; reason: "unknown_credential" | "challenge_spent" | "assertion" | "counter_regression" };
+
+/** A verified registration, stored in the address's shard with its `passkey_created` event. */
+export interface AddPasskey {
+  credentialId: string;
+  emailKey: string;
+  tenant: string;
+  userId: string;
+  /** COSE_Key, base64url (WebAuthn §6.5.1.1 credentialPublicKey as the authenticator gave it). */
+  publicKey: string;
+  counter: number;
+  transports: string[];
+  aaguid: string;
+  backedUp: boolean;
+  /** The address, sealed by the Worker (the shard keeps no address in the clear). */
+  sealedEmail: string;
+  now: number;
+  ip: string | null;
+}
+
+/** A passkey as the admin API lists it (no key material). */
+export interface PasskeyInfo {
+  id: string;
+  user_id: string;
+  aaguid: string;
+  transports: string[];
+  backed_up: boolean;
+  sign_count: number;
+  created_at: number;
+  last_used_at: number | null;
 }
 
 /** Puts back the code a verify spent when its answer could not be delivered (the client had gone). */
@@ -524,6 +586,17 @@ export interface ShardStats {
   audit_events_flushed: number;
   storage_bytes: number;
   since: number;
+  /** A ChallengeStore shard's passkeys (issue 42): what its verbs did since it started, and what it holds. */
+  passkeys?: PasskeyCounters;
+}
+
+export interface PasskeyCounters {
+  sign_ins: number;
+  refused: number;
+  counter_regressions: number;
+  registered: number;
+  removed: number;
+  stored: number;
 }
 
 // ---- EntityStore: entities, grants and each user's compiled claims (issue 24).

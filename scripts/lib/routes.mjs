@@ -8,6 +8,7 @@ export const WORKER_PATHS = {
     "/.well-known/*",
     "/authorize*",
     "/email-code/*",
+    "/passkey/*",
     "/logout*",
     "/device*",
     "/register*",

@@ -123,7 +123,11 @@ describe("audit trail", () => {
     const signIn = (await outbox(sessionShard)).filter((e) => e.user_id === sub);
     expect(signIn.map((e) => e.kind)).toEqual(["sign_in"]);
     // The user's first sign-in created it (a sign-up): the event says so, for the user.created webhook.
-    expect(JSON.parse(signIn[0]?.detail as string)).toEqual({ sid: decodeJwt(tokens.id_token).sid, created: true });
+    expect(JSON.parse(signIn[0]?.detail as string)).toEqual({
+      sid: decodeJwt(tokens.id_token).sid,
+      created: true,
+      method: "email_code",
+    });
     const issued = (await outbox(codeShard)).filter((e) => e.user_id === sub);
     expect(issued.map((e) => [e.kind, e.detail])).toEqual([["token_issued", '{"grant_type":"authorization_code"}']]);
     expect(await d1Count("user_id = ?", sub)).toBe(0);

@@ -97,7 +97,8 @@ async function brandedTenant(tag: string) {
     method: "PATCH",
     json: {
       name: "Acme",
-      policy: { resend_interval_seconds: 10 },
+      // The passkey offer after a code (issue 42) has its own test: passkeys-browser.test.ts.
+      policy: { resend_interval_seconds: 10, passkey_offer: "off" },
       branding: {
         logo_uri: `${assetOrigin}/logo.svg`,
         primary_color: "#0b6e4f",

@@ -16,13 +16,19 @@ export interface E2EStack {
   dispose(): Promise<void>;
 }
 
-export async function startE2EStack(extraVars: Record<string, string> = {}): Promise<E2EStack> {
+export async function startE2EStack(
+  extraVars: Record<string, string> = {},
+  /** Issue 42: the issuer on `localhost` (WebAuthn takes a domain as RP id, never an IP address). */
+  opts: { localhost?: boolean } = {},
+): Promise<E2EStack> {
   const tmp = mkdtempSync(join(tmpdir(), "keyway-e2e-"));
   const vars = { ...generateSecrets(), ...extraVars };
   let stack: Stack | undefined;
+  const port = await freePort();
   try {
     stack = await startStack({
-      port: await freePort(),
+      port,
+      ...(opts.localhost ? { issuer: `http://localhost:${port}` } : {}),
       persistTo: join(tmp, "state"),
       outDir: E2E_BUNDLES,
       vars,

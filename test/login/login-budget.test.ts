@@ -2,6 +2,8 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { OUTBOX_SWAP_AT } from "../../durable-objects/audit-outbox";
 import { address, httpVars, type ReceivedHttp, received } from "../mail/support";
+import { codeSignInToOffer, enrol, ORIGIN, RP_ID } from "../passkeys/support";
+import { signInChallengeOf } from "../support/authenticator";
 import {
   type AuthorizeExtra,
   admin,
@@ -477,6 +479,73 @@ describe("a login's budget (GET /admin/v1/stats)", () => {
     expect(steps.EmailCodeVerify.d1).toBe(2);
     expect(steps.EmailCodeVerify.byStore).toEqual({ challenge: 2 });
     expect(steps.Token.d1).toBe(0);
+  });
+
+  it("a returning user's passkey login (issue 42): at most 4 Durable Object calls, at most 8 rows, no D1 query, no mail", async () => {
+    const e = withVars({ POLICY: JSON.stringify({ resend_interval_seconds: 10 }) });
+    const client = await registerClient({ token_endpoint_auth_method: "none" }, e);
+    const email = uniqueEmail("passkey-budget");
+    const at = pinClock();
+    // The first sign-in (a code) creates the user and makes a passkey; a code login is measured beside.
+    const offer = await codeSignInToOffer(client, email, { env: e });
+    const { authenticator, res } = await enrol(offer);
+    expect(res.status).toBe(303);
+    at(11_000);
+    await drainAlarms();
+    const { mailboxRead, ...codeLogin } = await measuredLogin(e, client, email);
+    at(22_000);
+    await drainAlarms();
+    const mails = (await mailbox(email, e)).length;
+
+    const browser = new Browser({ env: e });
+    const { verifier, challenge } = await pkce();
+    let tx = "";
+    let redirectTo = "";
+    let authCode = "";
+    const login = {
+      AuthorizeInit: await measure(async () => {
+        tx = await browser.startLogin(client, challenge);
+      }),
+      PasskeyVerify: await measure(async () => {
+        const credential = await authenticator.assert({
+          challenge: await signInChallengeOf(tx),
+          origin: ORIGIN,
+          rpId: RP_ID,
+        });
+        const res = await browser.postJson("/passkey/verify", { tx, credential });
+        expect(res.status, await res.clone().text()).toBe(200);
+        redirectTo = ((await res.json()) as { redirect_to: string }).redirect_to;
+      }),
+      AuthorizeCode: await measure(async () => {
+        const res = await browser.fetch(redirectTo);
+        expect(res.status).toBe(302);
+        authCode = new URL(res.headers.get("location") as string).searchParams.get("code") as string;
+      }),
+      Token: await measure(async () => {
+        const res = await redeem(client, authCode, verifier, {}, e);
+        expect(res.status, await res.clone().text()).toBe(200);
+      }),
+    };
+    const sum = (
+      o: Record<string, { calls: number; rows: number; d1: number } | undefined>,
+      k: "calls" | "rows" | "d1",
+    ) => Object.values(o).reduce((a, s) => a + (s?.[k] ?? 0), 0);
+    console.info(
+      `passkey login: ${sum(login, "calls")} calls, ${sum(login, "rows")} rows, ${sum(login, "d1")} D1; code login: ${sum(codeLogin, "calls")} calls, ${sum(codeLogin, "rows")} rows;`,
+      Object.fromEntries(Object.entries(login).map(([k, v]) => [k, { ...v.byStore, rows: v.rows }])),
+    );
+    expect(login.AuthorizeInit).toMatchObject({ calls: 0, d1: 0 });
+    // The credential's shard: the assertion checked, the challenge spent and the counter moved, in one call.
+    expect(login.PasskeyVerify).toMatchObject({ calls: 1, byStore: { challenge: 1 }, d1: 0 });
+    expect(login.AuthorizeCode).toMatchObject({ calls: 1, byStore: { session: 1 }, d1: 0 });
+    expect(login.Token).toMatchObject({ calls: 2, byStore: { revocation: 1, refresh: 1 }, d1: 0 });
+    expect(sum(login, "calls")).toBeLessThanOrEqual(4);
+    expect(sum(login, "rows")).toBeLessThanOrEqual(8);
+    expect(sum(login, "d1")).toBe(0);
+    // No mail: nothing captured for the address, no MailOutbox call.
+    expect((await mailbox(email, e)).length).toBe(mails);
+    expect(Object.values(login).every((s) => !("mail" in s.byStore))).toBe(true);
+    expect(mailboxRead.calls).toBe(1);
   });
 
   it("a user created or imported through the admin API signs in the first time without D1", async () => {

@@ -233,7 +233,12 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
       kind: "sign_in",
       user: login.session.sub,
       emailKey: login.emailKey,
-      detail: login.created ? { sid: login.session.sid, created: true } : { sid: login.session.sid },
+      detail: {
+        sid: login.session.sid,
+        ...(login.created ? { created: true } : {}),
+        // Issue 42: how the person signed in (`user.signed_in` carries it).
+        method: login.method,
+      },
     }),
   });
   if (!started) throw pageError("err.expired.title", "err.expired.used");

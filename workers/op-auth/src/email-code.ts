@@ -4,9 +4,10 @@ import { hmac, randomDigits, randomToken, sha256 } from "../../../durable-object
 import { errorField, log } from "../../../durable-objects/contract/log";
 import {
   type ClaimsSnapshot,
+  type KnownUser,
+  type KnownUserFound,
   LIMITS_CARRY_WINDOW_MS,
   type OtpPolicy,
-  type VerifyResult,
 } from "../../../durable-objects/contract/verbs";
 import { mailLookOf } from "../../shared/branding/branding";
 import type { MessageKey } from "../../shared/branding/i18n/index";
@@ -36,15 +37,17 @@ import { recentEarlierShards, routeKey, routeKeyIn, shardAddress } from "../../s
 import { shard } from "../../shared/routing/stores";
 import { authorizationResponse } from "./authorization-response";
 import { pageError } from "./errors";
-import { type LoginOutcome, type LoginTx, openLoginTx, sealVerifiedLogin } from "./login-tx";
+import { type LoginOutcome, type LoginTx, openLoginTx, type SignInMethod, sealVerifiedLogin } from "./login-tx";
 import type { PageMessage } from "./pages/layout";
 import { codeStep, emailStep } from "./pages/login";
+import { passkeyOffer } from "./pages/passkey";
 import { type PageUi, txPageUi } from "./pages/ui";
+import { offersPasskey, registrationChallenge, rpIdOf, userHandleOf } from "./passkey-ceremony";
 import { SESSION_COOKIE, sessionCookie, TX_COOKIE } from "./sessions";
 
 const OTP_DIGITS = 6;
 
-interface LoginPost {
+export interface LoginPost {
   form: boolean;
   /** The `tx` value as posted (the page's hidden field carries it on). */
   txValue: string;
@@ -52,16 +55,16 @@ interface LoginPost {
   body: Record<string, unknown>;
 }
 
-const fail = (code: "invalid_request" | "invalid_code", description: string, notice: MessageKey) =>
+export const fail = (code: "invalid_request" | "invalid_code", description: string, notice: MessageKey) =>
   new OAuthError(code, description, { headers: NO_STORE, notice });
-const invalidCode = () => fail("invalid_code", "the code is wrong, expired or already used", "error.wrong_code");
+export const invalidCode = () => fail("invalid_code", "the code is wrong, expired or already used", "error.wrong_code");
 
 /**
  * The checks every login-page POST shares: same-origin (checklist E4), body within limits, and a
  * `tx` that opens as a live transaction whose id matches this browser's transaction cookie (CSRF
  * binding).
  */
-async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
+export async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
   const config = c.get("config");
   const origin = c.req.header("origin");
   if (
@@ -92,7 +95,10 @@ async function readLoginPost(c: Context<AppEnv>): Promise<LoginPost> {
  * the same status on the page it was on again (the code page for a code or a resend), with what went
  * wrong and what to do next in the page's message region.
  */
-function loginPost(step: "generate" | "verify", handler: (c: Context<AppEnv>, post: LoginPost) => Promise<Response>) {
+export function loginPost(
+  step: "generate" | "verify",
+  handler: (c: Context<AppEnv>, post: LoginPost) => Promise<Response>,
+) {
   return async (c: Context<AppEnv>): Promise<Response> => {
     let post: LoginPost | undefined;
     try {
@@ -311,7 +317,14 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   if (signal.aborted) restore();
   else signal.addEventListener("abort", restore, { once: true });
   try {
-    return await answerVerified(c, post, { email, emailKey, result, challenges, now });
+    return await answerVerified(c, post, {
+      email,
+      emailKey,
+      known: result.user,
+      now,
+      method: "email_code",
+      remember: (known) => challenges.rememberUser(emailKey, known, now),
+    });
   } catch (err) {
     // A failure of ours after the spend (D1 overloaded: a 503) puts it back too, so the retry works.
     if (!(err instanceof OAuthError) || err.status >= 500) restore();
@@ -321,43 +334,54 @@ export const verifyCode = loginPost("verify", async (c, post) => {
   }
 });
 
-/** The rest of a right code's verify: the user, the claims, the session and `redirect_to`. */
-async function answerVerified(
+/**
+ * The rest of a verified sign-in, a right code's or a passkey's (issue 42, passkey.ts): the user, the
+ * claims, the session and `redirect_to`, the same for both. A code may sign a person up; a passkey
+ * signs in only the user it was made for (`expectUser`).
+ */
+export async function answerVerified(
   c: Context<AppEnv>,
   post: LoginPost,
   v: {
     email: string;
     emailKey: string;
-    result: Extract<VerifyResult, { status: "ok" }>;
-    challenges: ReturnType<typeof shard<"challenge">>;
+    /** The user the address's shard knows, if it does. */
+    known: KnownUserFound | null;
     now: number;
+    method: SignInMethod;
+    /** Tells the address's shard the user read from D1 (after the response). */
+    remember: (known: KnownUser) => Promise<unknown>;
+    expectUser?: string;
+    /** The refusal when the address has no user (or not `expectUser`): a code's, unless given. */
+    refuse?: () => OAuthError;
   },
 ): Promise<Response> {
   const config = c.get("config");
-  const { email, emailKey, result, challenges, now } = v;
+  const { email, emailKey, now } = v;
 
   // The user of the address: known to its shard after the first sign-in, else read (or created) in D1
   // and remembered there after the response. Its email is the normalized address itself.
-  let userId = result.user?.id;
+  let userId = v.known?.id;
   // The user's grants as the shard last had them pushed (issue 24): no call of their own.
-  let snapshot: ClaimsSnapshot | undefined = result.user?.claims_json
-    ? (JSON.parse(result.user.claims_json) as ClaimsSnapshot)
+  let snapshot: ClaimsSnapshot | undefined = v.known?.claims_json
+    ? (JSON.parse(v.known.claims_json) as ClaimsSnapshot)
     : undefined;
   // Signed up by this very code (for the `user.created` webhook, from the sign_in event).
   let created = false;
   if (!userId) {
     const found =
-      config.SIGNUP === "open"
+      config.SIGNUP === "open" && v.method === "email_code"
         ? await findOrCreateUser(c.env, config.TENANT, email, now)
         : { user: await findUserByEmail(c.env, config.TENANT, email), created: false };
-    if (!found.user) throw invalidCode();
+    if (!found.user) throw (v.refuse ?? invalidCode)();
     created = found.created;
     // A user with grants, unknown to this shard (a new generation, or residency): read them where they live.
     snapshot = await currentClaims(c.env, config, found.user);
     const known = snapshot ? { id: found.user.id, claims: snapshot } : { id: found.user.id };
     userId = known.id;
-    c.executionCtx.waitUntil(challenges.rememberUser(emailKey, known, now).catch(() => undefined));
+    c.executionCtx.waitUntil(Promise.resolve(v.remember(known)).catch(() => undefined));
   }
+  if (v.expectUser !== undefined && v.expectUser !== userId) throw (v.refuse ?? invalidCode)();
   const user = { id: userId, email };
   const claims = loginOutcome(
     projectClaims(snapshot, post.tx.template ?? null, post.tx.request.organization, now / 1000),
@@ -377,6 +401,7 @@ async function answerVerified(
     emailKey,
     created,
     claims,
+    method: v.method,
   });
   endReplacedSession(c, sessionId);
 
@@ -386,9 +411,51 @@ async function answerVerified(
     path: config.cookiePath,
     maxAge: ttl,
   });
+  // Issue 42: a person's browser is offered a passkey before it goes on (passkey-ceremony.ts offersPasskey).
+  if (post.form && v.method === "email_code" && offersPasskey(c))
+    return passkeyOfferPage(c, post, { done, email, emailKey, headers: { "Set-Cookie": cookie, ...NO_STORE } });
   if (post.form)
     return new Response(null, { status: 303, headers: { Location: redirectTo, "Set-Cookie": cookie, ...NO_STORE } });
   return json({ redirect_to: redirectTo }, 200, { "Set-Cookie": cookie, ...NO_STORE });
+}
+
+/**
+ * The passkey offer (pages/passkey.ts) with its creation options (WebAuthn §5.4): the tenant's host as
+ * the RP, the user handle naming the address's shard, a challenge of the verified login, a
+ * discoverable credential with user verification, attestation `none`.
+ */
+export async function passkeyOfferPage(
+  c: Context<AppEnv>,
+  post: LoginPost,
+  o: {
+    done: string;
+    email: string;
+    emailKey: string;
+    message?: PageMessage;
+    status?: number;
+    headers: Record<string, string>;
+  },
+): Promise<Response> {
+  const config = c.get("config");
+  const { handle } = userHandleOf(config, o.emailKey, post.tx.id.ref.place.region);
+  const options = {
+    rp: { id: rpIdOf(config), name: config.ISSUER_NAME },
+    user: { id: handle, name: o.email, displayName: o.email },
+    challenge: await registrationChallenge(post.tx.id.id),
+    // ES256, EdDSA, RS256 (WebAuthn §5.4 recommends listing ES256 and RS256).
+    pubKeyCredParams: [-7, -8, -257].map((alg) => ({ type: "public-key", alg })),
+    authenticatorSelection: { residentKey: "required", requireResidentKey: true, userVerification: "required" },
+    attestation: "none",
+    timeout: 300_000,
+  };
+  return passkeyOffer(txPageUi(c, post.tx.ui), {
+    tx: post.txValue,
+    done: o.done,
+    options,
+    headers: o.headers,
+    ...(o.message ? { message: o.message } : {}),
+    ...(o.status ? { status: o.status } : {}),
+  });
 }
 
 /** A projection as the verified login seals it: claims, a picker, or a refusal (sent to the client at step 4). */

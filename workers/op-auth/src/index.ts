@@ -9,6 +9,7 @@ import { cancelLogin, generateCode, restartLogin, verifyCode } from "./email-cod
 import { renderAuthError } from "./errors";
 import { logout } from "./logout";
 import { pushAuthorizationRequest } from "./par";
+import { passkeyLater, registerPasskey, verifyPasskey } from "./passkey";
 import { deleteRegistration, readRegistration, register, replaceRegistration } from "./registration";
 
 /**
@@ -29,6 +30,11 @@ app.post("/email-code/verify", verifyCode);
 app.post("/email-code/restart", restartLogin);
 app.post("/email-code/cancel", cancelLogin);
 app.all("/email-code/*", () => methodNotAllowed("POST"));
+// Issue 42: passkeys (passkey.ts).
+app.post("/passkey/verify", verifyPasskey);
+app.post("/passkey/register", registerPasskey);
+app.post("/passkey/later", passkeyLater);
+app.all("/passkey/*", () => methodNotAllowed("POST"));
 app.on(["GET", "POST"], "/logout", logout);
 app.on(["GET", "POST"], "/device", devicePage);
 app.post("/device/decision", deviceDecision);

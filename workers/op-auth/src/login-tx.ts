@@ -93,7 +93,11 @@ export interface VerifiedLogin {
   created: boolean;
   /** What the tokens carry from organizations and grants (issue 24), projected at verify. */
   claims?: LoginOutcome | undefined;
+  /** How the person signed in (issue 42), for the `sign_in` event. */
+  method: SignInMethod;
 }
+
+export type SignInMethod = "email_code" | "passkey";
 
 /**
  * The verify step's projection of the user's grants: claims for the code, or that the person must
@@ -108,6 +112,7 @@ interface VerifiedState {
   email_key: string;
   created?: boolean;
   claims?: LoginOutcome;
+  method?: SignInMethod;
   exp: number;
 }
 
@@ -120,6 +125,7 @@ export async function sealVerifiedLogin(
     emailKey: string;
     created?: boolean;
     claims?: LoginOutcome | undefined;
+    method?: SignInMethod;
   },
 ): Promise<string> {
   const state: VerifiedState = {
@@ -129,6 +135,7 @@ export async function sealVerifiedLogin(
     email_key: login.emailKey,
     ...(login.created ? { created: true } : {}),
     ...(login.claims ? { claims: login.claims } : {}),
+    ...(login.method === "passkey" ? { method: "passkey" as const } : {}),
     exp: tx.expiresAt,
   };
   return sealOnto(config, tx.id.id, "login-done", state);
@@ -147,5 +154,6 @@ export async function openVerifiedLogin(config: Config, value: unknown, now: num
     emailKey: opened.state.email_key,
     created: opened.state.created === true,
     claims: opened.state.claims,
+    method: opened.state.method ?? "email_code",
   };
 }

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { auditMonths, monthBounds, pagesTable } from "../../../durable-objects/contract/audit-trail";
-import type { ShardStats } from "../../../durable-objects/contract/verbs";
+import type { PasskeyCounters, ShardStats } from "../../../durable-objects/contract/verbs";
 import { askPeers, type IsolateCounters, isolateSnapshot } from "../../shared/app/isolate";
 import { STORE_NAMES } from "../../shared/config/shards";
 import type { Env } from "../../shared/platform/env";
@@ -91,6 +91,17 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
   const workers = (k: keyof IsolateCounters) => isolates.reduce((a, p) => a + (p[k] ?? 0), 0);
   const objects = sumOf(stores.map(([, s]) => s));
   const calls = stores.reduce((a, [, s]) => a + s.total, 0);
+  // Issue 42: passkeys held and what their verbs did, over every ChallengeStore shard.
+  const passkeys: PasskeyCounters = {
+    sign_ins: 0,
+    refused: 0,
+    counter_regressions: 0,
+    registered: 0,
+    removed: 0,
+    stored: 0,
+  };
+  for (const row of stores.find(([name]) => name === "challenge")?.[1].shards ?? [])
+    for (const k of Object.keys(passkeys) as (keyof PasskeyCounters)[]) passkeys[k] += row.passkeys?.[k] ?? 0;
   return json(
     {
       stores: Object.fromEntries(stores),
@@ -101,6 +112,7 @@ export async function shardStats(c: Context<AppEnv>): Promise<Response> {
         },
         { pending: 0, delivered: 0, failed: 0, attempts_ok: 0, attempts_failed: 0 },
       ),
+      passkeys,
       totals: {
         durable_object_calls: calls,
         rows_written: objects.rows_written,

@@ -236,6 +236,12 @@ export const policyFields = z.object({
    * so a longer window is more storage in the home region's revocation shards.
    */
   dpop_proof_max_age_seconds: z.number().int().min(10).max(300).default(60),
+  /**
+   * Issue 42: when the pages offer to create a passkey after an email-code sign-in. `after_sign_in`
+   * (the default): unless "Not now" was pressed in this browser in the last 30 days; `always`: after
+   * every email-code sign-in; `off`: never (a passkey already made still signs in).
+   */
+  passkey_offer: z.enum(["after_sign_in", "always", "off"]).default("after_sign_in"),
 });
 export const policySchema = policyFields
   .strict()

@@ -47,6 +47,7 @@ const TENANT_POLICY_KEYS = [
   "registration_require_pkce",
   "client_assertion_token_endpoint_audience",
   "dpop_require_nonce",
+  "passkey_offer",
 ] as const;
 type TenantPolicyKey = (typeof TENANT_POLICY_KEYS)[number];
 

@@ -27,12 +27,41 @@ export function emailStep(ui: PageUi, o: StepOptions & { email?: string | undefi
 <form method="post" action="/email-code/generate">
 <input type="hidden" name="tx" value="${escapeHtml(o.tx)}">
 <label for="email">${t.html("login.email_label")}</label>
-<input id="email" name="email" type="email" dir="ltr" autocomplete="email" autocapitalize="none" spellcheck="false" required autofocus maxlength="254"${
+<input id="email" name="email" type="email" dir="ltr" autocomplete="username webauthn" autocapitalize="none" spellcheck="false" required autofocus maxlength="254"${
       o.email ? ` value="${escapeHtml(o.email)}"` : ""
     }${invalid ? ' aria-invalid="true" aria-describedby="msg"' : ""}>
-<button class="primary" type="submit">${t.html("login.submit")}</button></form>${cancelForm(ui, o.tx)}`,
+<button class="primary" type="submit">${t.html("login.submit")}</button></form>${passkeyForm(ui, o.tx)}${cancelForm(ui, o.tx)}`,
+    script: PASSKEY_SIGN_IN,
   });
 }
+
+/**
+ * "Sign in with a passkey" (issue 42): shown by the script where the browser has WebAuthn (without
+ * script the page is the email code's, as before). The assertion is posted as the form's `credential`.
+ */
+const passkeyForm = (ui: PageUi, tx: string) =>
+  `<form id="passkey-form" method="post" action="/passkey/verify">${hidden("tx", tx)}${hidden("credential", "")}
+<button id="passkey" class="secondary" type="button" hidden data-failed="${escapeHtml(ui.t.text("login.passkey_failed"))}">${ui.t.html("login.passkey")}</button></form>`;
+
+/**
+ * The email page's passkeys: autofill on the address field (conditional mediation) and the button.
+ * The challenge is the transaction's (passkey-ceremony.ts signInChallenge: SHA-256 of
+ * `webauthn.get:<tx id>`), the RP id the page's host; no request is made before the person chooses.
+ * After a refusal (the page shows an error) autofill is not asked for again: the person chooses.
+ */
+const PASSKEY_SIGN_IN = `(()=>{const f=document.getElementById("passkey-form"),b=document.getElementById("passkey"),
+m=document.getElementById("msg");if(!f||!b||!window.PublicKeyCredential||!window.crypto||!crypto.subtle)return;
+const id=f.elements.tx.value.split(".")[0],e=u=>btoa(String.fromCharCode(...new Uint8Array(u))).replace(/\\+/g,"-").replace(/\\//g,"_").replace(/=+$/,"");
+let ctl=null;const send=c=>{const r=c.response;f.elements.credential.value=JSON.stringify({id:c.id,rawId:e(c.rawId),type:c.type,
+clientExtensionResults:{},response:{clientDataJSON:e(r.clientDataJSON),authenticatorData:e(r.authenticatorData),signature:e(r.signature),
+userHandle:r.userHandle?e(r.userHandle):undefined}});f.submit()};
+const fail=x=>{if(x&&x.name==="AbortError")return;const p=document.createElement("p");p.className="error";p.setAttribute("role","alert");
+p.textContent=b.dataset.failed;m.replaceChildren(p)};
+const get=async mediation=>{if(ctl)ctl.abort();ctl=new AbortController();
+const challenge=new Uint8Array(await crypto.subtle.digest("SHA-256",new TextEncoder().encode("webauthn.get:"+id)));
+const c=await navigator.credentials.get({mediation,signal:ctl.signal,publicKey:{challenge,rpId:location.hostname,userVerification:"required",timeout:300000}});
+if(c)send(c)};b.hidden=false;b.addEventListener("click",()=>get("optional").catch(fail));
+const cm=PublicKeyCredential.isConditionalMediationAvailable;if(cm&&!m.querySelector("[role=alert]"))cm.call(PublicKeyCredential).then(ok=>{if(ok)get("conditional").catch(()=>{})})})();`;
 
 /** Declines the sign-in: the client hears `access_denied` (email-code.ts, cancelLogin). */
 const cancelForm = (ui: PageUi, tx: string) =>

@@ -35,6 +35,7 @@ import {
   memberInput,
   organizationInput,
 } from "../entities/model";
+import { deleteUserPasskey, listUserPasskeys } from "../passkeys";
 import {
   createUser,
   deleteUser,
@@ -98,6 +99,22 @@ export const PEOPLE_ROUTES: readonly AdminRoute[] = [
     path: "/admin/v1/users/:id/revoke",
     summary: "End every session, code and token of a user",
     handler: revokeUser,
+    scope: "tenant",
+  },
+  // ---- Passkeys (issue 42): in the user's address shard; a deleted user's go with it.
+  {
+    method: "get",
+    path: "/admin/v1/users/:id/passkeys",
+    summary: "List a user's passkeys (no key material)",
+    handler: listUserPasskeys,
+    scope: "tenant",
+  },
+  {
+    method: "delete",
+    path: "/admin/v1/users/:id/passkeys/:passkey",
+    summary: "Remove one of a user's passkeys; it no longer signs in",
+    handler: deleteUserPasskey,
+    status: 204,
     scope: "tenant",
   },
   // ---- Organizations, entities and grants (issue 24, docs/organizations.md).

@@ -32,6 +32,17 @@ export const en = {
   "code.sent_again": "A new code is on its way. Use the newest one: the earlier code no longer works.",
   "code.another_address": "Use another address",
 
+  "login.passkey": "Sign in with a passkey",
+  "login.passkey_failed": "That passkey could not sign you in here. Try again, or get a code by email.",
+  "passkey.title": "Create a passkey",
+  "passkey.heading": "Sign in faster next time",
+  "passkey.lead":
+    "Create a passkey for {app}: next time you sign in with your fingerprint, face or screen lock, without waiting for an email.",
+  "passkey.create": "Create a passkey",
+  "passkey.later": "Not now",
+  "passkey.failed": "No passkey was created. You can try again, or continue without one.",
+  "passkey.needs_script": "Creating a passkey needs JavaScript in this browser. You can go on without one.",
+
   "error.wrong_code": "That code is not right, or it has expired. Check the newest email and try again.",
   "error.code_format": "Enter the 6 digits from the email.",
   "error.email_invalid": "Enter a valid email address, like name@example.com.",

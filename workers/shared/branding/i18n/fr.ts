@@ -31,6 +31,18 @@ export const fr: Catalogue = {
   "code.sent_again": "Un nouveau code est en route. Utilisez le plus récent : le précédent ne fonctionne plus.",
   "code.another_address": "Utiliser une autre adresse",
 
+  "login.passkey": "Se connecter avec une clé d’accès",
+  "login.passkey_failed":
+    "Cette clé d’accès ne permet pas de vous connecter ici. Réessayez, ou recevez un code par e-mail.",
+  "passkey.title": "Créer une clé d’accès",
+  "passkey.heading": "Connectez-vous plus vite la prochaine fois",
+  "passkey.lead":
+    "Créez une clé d’accès pour {app} : la prochaine fois, vous vous connecterez avec votre empreinte, votre visage ou le verrouillage de votre écran, sans attendre d’e-mail.",
+  "passkey.create": "Créer une clé d’accès",
+  "passkey.later": "Pas maintenant",
+  "passkey.failed": "Aucune clé d’accès n’a été créée. Vous pouvez réessayer, ou continuer sans.",
+  "passkey.needs_script": "Créer une clé d’accès nécessite JavaScript dans ce navigateur. Vous pouvez continuer sans.",
+
   "error.wrong_code": "Ce code n’est pas le bon, ou il a expiré. Vérifiez le dernier e-mail et réessayez.",
   "error.code_format": "Saisissez les 6 chiffres reçus par e-mail.",
   "error.email_invalid": "Saisissez une adresse e-mail valide, par exemple nom@exemple.fr.",

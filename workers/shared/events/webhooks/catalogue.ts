@@ -24,6 +24,8 @@ export const WEBHOOK_EVENT_TYPES = [
   "client.deleted",
   "key.rotated",
   "webhook.test",
+  "passkey.created",
+  "passkey.deleted",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
@@ -50,7 +52,12 @@ export function webhookEventsOf(e: AuditEvent): WebhookEvent[] {
   const who = { ...(e.user_id ? { user_id: e.user_id } : {}), ...(e.client_id ? { client_id: e.client_id } : {}) };
   switch (e.kind) {
     case "sign_in": {
-      const signedIn: WebhookEvent = { type: "user.signed_in", data: { ...who, sid: d.sid ?? null, ip: e.ip } };
+      // Issue 42: how the person signed in (`passkey` or `email_code`; logins sealed before it, `email_code`).
+      const method = d.method === "passkey" ? "passkey" : "email_code";
+      const signedIn: WebhookEvent = {
+        type: "user.signed_in",
+        data: { ...who, sid: d.sid ?? null, ip: e.ip, method },
+      };
       return d.created === true ? [{ type: "user.created", data: { ...who, via: "sign_up" } }, signedIn] : [signedIn];
     }
     case "code_failed":
@@ -72,6 +79,10 @@ export function webhookEventsOf(e: AuditEvent): WebhookEvent[] {
       ] as WebhookEventType | undefined;
       return type ? [{ type, data: { id: e.client_id, via: "dynamic_registration" } }] : [];
     }
+    case "passkey_created":
+      return [{ type: "passkey.created", data: { ...who, id: d.credential_id ?? null, aaguid: d.aaguid ?? null } }];
+    case "passkey_deleted":
+      return [{ type: "passkey.deleted", data: { ...who, id: d.credential_id ?? null, via: d.via ?? null } }];
     case "key_rotation":
       return [{ type: "key.rotated", data: { trigger: d.trigger ?? null } }];
     case "admin_change": {
