@@ -15,7 +15,7 @@ export const WORKER_PATHS = {
     "/__dev/*",
   ],
   "keyway-op-token": ["/token*", "/userinfo*", "/revoke*", "/introspect*", "/jwks.json*", "/device_authorization*"],
-  "keyway-op-mgmt": ["/admin/*"],
+  "keyway-op-mgmt": ["/admin/*", "/console", "/console/*"],
 };
 
 /** Production: op-auth also takes every other path on the host (Cloudflare picks the most specific route). */

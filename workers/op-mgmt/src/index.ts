@@ -5,6 +5,7 @@ import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { retireDrainedGenerations } from "../../shared/routing/live-shards";
 import { auditAdminChanges } from "./audit";
+import { mountConsole } from "./console";
 import { markInterruptedImports } from "./entities/imports";
 import { scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
@@ -12,8 +13,9 @@ import { ADMIN_ROUTES } from "./routes";
 import { CONTROLLER_CRON, runShardController } from "./shard-controller";
 import { requireAdminOrTenantKey, resumeTenantPurges, scopeToTenant } from "./tenants";
 
-/** op-mgmt: the admin API under /admin/v1 (CONTRACT §5). */
+/** op-mgmt: the admin API under /admin/v1 (CONTRACT §5), and the operators' web console at /console (§11). */
 export const app = createApp("admin");
+mountConsole(app);
 
 // Admin answers hold users, clients and keys: never kept by a cache on the way (RFC 9111 §5.2.2.5).
 app.use("/admin/*", async (c, next) => {

@@ -230,9 +230,9 @@ export async function deleteTenant(c: Context<AppEnv>): Promise<Response> {
 
 /**
  * A deleted tenant's data, a batch at a time: its entities and grants in every entity shard (issue
- * 24), its entity types and import jobs, its webhook endpoints (their sealed secrets; their queued
- * messages then fail as "the endpoint was deleted" and expire), users, clients, signing keys and admin
- * keys; then `purged_at` is set. Each step deletes only the tenant's rows, so running it again after
+ * 24), its entity types, import jobs and console operators' grants, its webhook endpoints (their
+ * sealed secrets; their queued messages then fail as "the endpoint was deleted" and expire), users,
+ * clients, signing keys and admin keys; then `purged_at` is set. Each step deletes only the tenant's rows, so running it again after
  * an interruption, or twice at once, does no harm. True once all is gone; false when the entity
  * shards still had rows after their rounds (the next cron run goes on).
  */
@@ -246,6 +246,8 @@ export async function purgeTenantData(env: Env, config: Config, id: string): Pro
   await env.DB.batch([
     env.DB.prepare("DELETE FROM entity_types WHERE tenant = ?").bind(id),
     env.DB.prepare("DELETE FROM import_jobs WHERE tenant = ?").bind(id),
+    // Its console operators' grants (issue 43); a deployment operator's grant is no tenant's.
+    env.DB.prepare("DELETE FROM operators WHERE tenant = ?").bind(id),
   ]);
   for (const table of [
     "webhook_endpoints",

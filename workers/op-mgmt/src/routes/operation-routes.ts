@@ -1,11 +1,15 @@
 import { AUDIT_PARAMS, listAudit } from "../audit";
 import { listKeys, rotateKeys } from "../keys";
+import { grantOperator, listOperators, operatorInput, revokeOperator } from "../operators";
 import { appendGeneration, appendInput, listShards, planInput, planShardCounts } from "../shards";
 import { stats } from "../stats";
 import { testMailbox } from "../test-mailbox";
 import type { AdminRoute } from "./admin-route";
 
-/** Running the deployment: the audit trail, signing keys, shards, stats and the load test's mailbox. */
+/**
+ * Running the deployment: the audit trail, signing keys, the console's operators, shards, stats and
+ * the load test's mailbox.
+ */
 export const OPERATION_ROUTES: readonly AdminRoute[] = [
   {
     method: "get",
@@ -28,6 +32,30 @@ export const OPERATION_ROUTES: readonly AdminRoute[] = [
     summary: "Publish the next signing keys now",
     handler: rotateKeys,
     scope: "tenant",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/operators",
+    summary: "Grant an address the web console, for the deployment or one tenant",
+    handler: grantOperator,
+    body: operatorInput,
+    status: 201,
+    scope: "platform",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/operators",
+    summary: "Who may use the web console",
+    handler: listOperators,
+    scope: "platform",
+  },
+  {
+    method: "delete",
+    path: "/admin/v1/operators/:email",
+    summary: "Remove an address's console access",
+    handler: revokeOperator,
+    status: 204,
+    scope: "platform",
   },
   {
     method: "get",

@@ -1,0 +1,189 @@
+import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import tokenApp from "../../workers/op-token/src/index";
+import { loadConfig } from "../../workers/shared/config/config";
+import { admin, Browser, call, latestCode, type TestEnv, uniqueEmail } from "../support/harness";
+import { createTenant } from "../tenants/support";
+
+const ISSUER_NAME = loadConfig(env).ISSUER_NAME;
+
+/**
+ * The operators' web console (issue 43): grants through the admin API, and the sign-in at /console
+ * through Keyway's own /authorize, email code and token endpoint. op-mgmt reaches op-token by its
+ * OP_TOKEN service binding, which the test env wires to op-token's real app.
+ */
+const consoleEnv = {
+  ...env,
+  OP_TOKEN: {
+    async fetch(input: RequestInfo | URL, init?: RequestInit) {
+      const ctx = createExecutionContext();
+      const res = await tokenApp.fetch(new Request(input, init), consoleEnv as never, ctx);
+      await waitOnExecutionContext(ctx);
+      return res;
+    },
+  },
+} as unknown as TestEnv;
+
+const grant = (json: Record<string, unknown>) => admin("/operators", { method: "POST", json });
+
+/** /console → /authorize → email code from the dev mailbox → /console/callback → /console. */
+async function signIn(email: string): Promise<{ browser: Browser; page: Response }> {
+  const browser = new Browser({ env: consoleEnv });
+  const start = await browser.fetch("/console");
+  expect(start.status).toBe(302);
+  const authorize = new URL(start.headers.get("location") as string);
+  expect(authorize.pathname).toBe("/authorize");
+  expect(authorize.searchParams.get("client_id")).toBe("keyway-console");
+  expect(authorize.searchParams.get("code_challenge_method")).toBe("S256");
+  const init = await browser.fetch(`${authorize.pathname}${authorize.search}`, {
+    headers: { Accept: "application/json" },
+  });
+  expect(init.status, await init.clone().text()).toBe(200);
+  const { tx } = (await init.json()) as { tx: string };
+  const gen = await browser.postJson("/email-code/generate", { tx, email });
+  expect(gen.status, await gen.clone().text()).toBe(200);
+  const code = await latestCode(email, consoleEnv);
+  const ver = await browser.postJson("/email-code/verify", { tx, email, code });
+  expect(ver.status, await ver.clone().text()).toBe(200);
+  const { redirect_to } = (await ver.json()) as { redirect_to: string };
+  const fin = await browser.fetch(redirect_to);
+  expect(fin.status, await fin.clone().text()).toBe(302);
+  const back = new URL(fin.headers.get("location") as string);
+  expect(back.pathname).toBe("/console/callback");
+  const cb = await browser.fetch(`${back.pathname}${back.search}`);
+  expect(cb.status, await cb.clone().text()).toBe(303);
+  expect(new URL(cb.headers.get("location") as string).pathname).toBe("/console");
+  const setCookie = cb.headers.getSetCookie().find((c) => c.startsWith("kw_console="));
+  expect(setCookie).toMatch(/HttpOnly/);
+  expect(setCookie).toMatch(/SameSite=Lax/);
+  expect(setCookie).toMatch(/Path=\/console/);
+  return { browser, page: await browser.fetch("/console") };
+}
+
+describe("operators API", () => {
+  it("grants, lists and removes an operator; validates", { timeout: 30_000 }, async () => {
+    const tenant = await createTenant();
+    const email = uniqueEmail("op");
+    const created = await grant({ email: email.toUpperCase(), tenant: tenant.id });
+    expect(created.status, await created.clone().text()).toBe(201);
+    expect(await created.json()).toMatchObject({ email, tenant: tenant.id });
+    expect((await grant({ email })).status).toBe(201);
+    const list = (await (await admin("/operators")).json()) as {
+      operators: { email: string; tenant: string | null }[];
+    };
+    expect(list.operators.filter((o) => o.email === email)).toEqual([
+      expect.objectContaining({ tenant: null }),
+      expect.objectContaining({ tenant: tenant.id }),
+    ]);
+    expect((await grant({ email, role: "x" })).status).toBe(400);
+    expect((await grant({ email: "not an address" })).status).toBe(400);
+    expect((await grant({ email, tenant: "no-such-tenant-zz" })).status).toBe(404);
+    expect((await admin(`/operators/${encodeURIComponent(email)}`, { method: "DELETE" })).status).toBe(204);
+    expect((await admin(`/operators/${encodeURIComponent(email)}`, { method: "DELETE" })).status).toBe(404);
+  });
+
+  it("is the platform token's only", async () => {
+    const tenant = await createTenant();
+    const key = await admin(`/tenants/${tenant.id}/admin-keys`, { method: "POST", json: { name: "k" } });
+    const { key: tenantKey } = (await key.json()) as { key: string };
+    const init = {
+      method: "POST",
+      headers: { Authorization: `Bearer ${tenantKey}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ email: uniqueEmail(), tenant: tenant.id }),
+    };
+    expect((await call("/admin/v1/operators", init)).status).toBe(401);
+    // Not a tenant's route: under the tenant's admin path it does not exist.
+    expect((await call(`/admin/v1/tenants/${tenant.id}/operators`, init)).status).toBe(404);
+  });
+});
+
+describe("console", () => {
+  it("without a session redirects to the deployment's own /authorize", async () => {
+    const res = await new Browser({ env: consoleEnv }).fetch("/console");
+    expect(res.status).toBe(302);
+    expect(res.headers.get("location")).toMatch(new RegExp(`^${env.ISSUER}/authorize\\?`));
+    expect(res.headers.getSetCookie().join()).toMatch(/kw_console_login=.*HttpOnly/);
+  });
+
+  it("lists every tenant by name for a deployment operator", { timeout: 60_000 }, async () => {
+    const a = await createTenant({ name: "Console Acme" });
+    const b = await createTenant({ name: "Console Globex" });
+    const email = uniqueEmail("deploy-op");
+    expect((await grant({ email })).status).toBe(201);
+    const { page } = await signIn(email);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("cache-control")).toBe("no-store");
+    const csp = page.headers.get("content-security-policy") ?? "";
+    expect(csp).toMatch(/default-src 'none'/);
+    expect(csp).toMatch(/frame-ancestors 'none'/);
+    const html = await page.text();
+    expect(html).toContain('<html lang="en"');
+    expect(html.match(/<h1>/g)).toHaveLength(1);
+    expect(html).toContain("<main>");
+    for (const t of [a, b]) {
+      expect(html).toContain(t.name);
+      expect(html).toContain(t.id);
+    }
+    expect(html).toContain(`<bdi>${ISSUER_NAME}</bdi>`);
+  });
+
+  it("shows a tenant operator only that tenant", { timeout: 60_000 }, async () => {
+    const mine = await createTenant({ name: "Console Mine" });
+    const other = await createTenant({ name: "Console Other" });
+    const email = uniqueEmail("tenant-op");
+    expect((await grant({ email, tenant: mine.id })).status).toBe(201);
+    const html = await (await signIn(email)).page.text();
+    expect(html).toContain(mine.id);
+    expect(html).not.toContain(other.id);
+    expect(html).not.toContain(`<bdi>${ISSUER_NAME}</bdi>`);
+  });
+
+  it("shows an address without a grant no tenant, 403; a removed grant ends access", { timeout: 60_000 }, async () => {
+    const tenant = await createTenant({ name: "Console Hidden" });
+    const email = uniqueEmail("no-op");
+    const { page } = await signIn(email);
+    expect(page.status).toBe(403);
+    const html = await page.text();
+    expect(html).toContain("no access");
+    expect(html).not.toContain(tenant.id);
+    expect(html).not.toContain("Console Hidden");
+
+    const revoked = uniqueEmail("revoked-op");
+    await grant({ email: revoked });
+    const session = await signIn(revoked);
+    expect(session.page.status).toBe(200);
+    await admin(`/operators/${encodeURIComponent(revoked)}`, { method: "DELETE" });
+    const after = await session.browser.fetch("/console");
+    expect(after.status).toBe(403);
+    expect(await after.text()).not.toContain(tenant.id);
+  });
+
+  it("refuses a forged or tampered session cookie and a callback without its login", { timeout: 60_000 }, async () => {
+    const forged = new Browser({ env: consoleEnv });
+    forged.cookies.set("kw_console", "abc.def");
+    expect((await forged.fetch("/console")).status).toBe(302);
+    const email = uniqueEmail("forge-op");
+    await grant({ email });
+    const { browser } = await signIn(email);
+    const real = browser.cookies.get("kw_console") as string;
+    browser.cookies.set("kw_console", `${real.slice(0, -2)}${real.endsWith("A") ? "B" : "A"}A`);
+    expect((await browser.fetch("/console")).status).toBe(302);
+    const cb = await new Browser({ env: consoleEnv }).fetch("/console/callback?code=x&state=y");
+    expect(cb.status).toBe(400);
+  });
+
+  it("signs out only with the session's CSRF token", { timeout: 60_000 }, async () => {
+    const email = uniqueEmail("logout-op");
+    await grant({ email });
+    const { browser, page } = await signIn(email);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())?.[1] as string;
+    expect(csrf).toBeTruthy();
+    expect((await browser.postForm("/console/logout", { csrf: "wrong" })).status).toBe(403);
+    expect((await browser.postForm("/console/logout", {})).status).toBe(403);
+    expect((await browser.fetch("/console")).status).toBe(200);
+    const out = await browser.postForm("/console/logout", { csrf });
+    expect(out.status).toBe(200);
+    expect(out.headers.getSetCookie().join()).toMatch(/kw_console=;.*Max-Age=0/);
+    expect((await browser.fetch("/console")).status).toBe(302);
+  });
+});
