@@ -82,6 +82,15 @@ describe("operators API", () => {
     expect((await admin(`/operators/${encodeURIComponent(email)}`, { method: "DELETE" })).status).toBe(404);
   });
 
+  it("loses a tenant's grants with the tenant", async () => {
+    const tenant = await createTenant();
+    const email = uniqueEmail("gone-op");
+    expect((await grant({ email, tenant: tenant.id })).status).toBe(201);
+    expect((await admin(`/tenants/${tenant.id}`, { method: "DELETE" })).status).toBe(204);
+    const list = (await (await admin("/operators")).json()) as { operators: { email: string }[] };
+    expect(list.operators.some((o) => o.email === email)).toBe(false);
+  });
+
   it("is the platform token's only", async () => {
     const tenant = await createTenant();
     const key = await admin(`/tenants/${tenant.id}/admin-keys`, { method: "POST", json: { name: "k" } });

@@ -82,8 +82,8 @@ describe("the console in Chromium", () => {
     });
     try {
       await signIn(page, email);
-      await expect.poll(() => page.locator("main").innerText()).toContain(`E2E console`);
-      expect(await page.locator("main").innerText()).toContain(tenant.id);
+      await expect.poll(() => page.locator("main").textContent()).toContain(`E2E console`);
+      expect(await page.locator("main").textContent()).toContain(tenant.id);
       expect(await page.locator("h1").count()).toBe(1);
       expect(await blockingViolations(page)).toEqual([]);
       expect(cspErrors).toEqual([]);
@@ -98,7 +98,7 @@ describe("the console in Chromium", () => {
     const other = await stranger.newPage();
     try {
       await signIn(other, `stranger.${Date.now()}@example.com`);
-      const text = await other.locator("main").innerText();
+      const text = (await other.locator("main").textContent()) ?? "";
       expect(text).toContain("no access");
       expect(text).not.toContain(tenant.id);
       expect(text).not.toContain("E2E console");
