@@ -2,7 +2,7 @@ import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:
 import { describe, expect, it } from "vitest";
 import tokenApp from "../../workers/op-token/src/index";
 import { loadConfig } from "../../workers/shared/config/config";
-import { admin, Browser, call, latestCode, type TestEnv, uniqueEmail } from "../support/harness";
+import { admin, Browser, call, latestCode, type TestEnv, uniqueEmail, withVars } from "../support/harness";
 import { createTenant } from "../tenants/support";
 
 const ISSUER_NAME = loadConfig(env).ISSUER_NAME;
@@ -194,5 +194,22 @@ describe("console", () => {
     expect(out.status).toBe(200);
     expect(out.headers.getSetCookie().join()).toMatch(/kw_console=;.*Max-Age=0/);
     expect((await browser.fetch("/console")).status).toBe(302);
+  });
+
+  it("marks its cookies Secure on an https issuer, and its page's style carries the CSP nonce", async () => {
+    const https = withVars({ ISSUER: "https://id.console-test.example" });
+    const start = await call("/console", {}, https);
+    expect(start.status).toBe(302);
+    expect(start.headers.get("location")).toMatch(/^https:\/\/id\.console-test\.example\/authorize\?/);
+    expect(start.headers.getSetCookie().join()).toMatch(/kw_console_login=[^;]+;.*HttpOnly.*Secure/);
+    // Put back for any later test: the console's client follows the issuer it was last asked on.
+    await call("/console", {}, env);
+
+    const email = uniqueEmail("csp-op");
+    await grant({ email });
+    const { page } = await signIn(email);
+    const nonce = /style-src 'nonce-([^']+)'/.exec(page.headers.get("content-security-policy") ?? "")?.[1];
+    expect(nonce).toBeTruthy();
+    expect(await page.text()).toContain(`<style nonce="${nonce}">`);
   });
 });
