@@ -51,6 +51,56 @@ async function place(at: "origin" | "tenant") {
 /** RFC 9449 §6.1: the thumbprint a bound access token names in `cnf.jkt`. */
 const jktOf = (token: string) => (decodeJwt(token).cnf as { jkt?: string } | undefined)?.jkt;
 
+/**
+ * oauth4webapi's pushed authorization request with a DPoP proof, the person's sign-in by its
+ * request_uri, and the code redeemed with the same key: the token endpoint's processed answer.
+ */
+async function pushedLogin(
+  as: oauth.AuthorizationServer,
+  client: oauth.Client,
+  auth: oauth.ClientAuth,
+  DPoP: oauth.DPoPHandle,
+  o: { redirectUri: string; email: string; issuer: string; nonce?: string },
+) {
+  const verifier = oauth.generateRandomCodeVerifier();
+  const state = oauth.generateRandomState();
+  const pushed = await oauth.processPushedAuthorizationResponse(
+    as,
+    client,
+    await oauth.pushedAuthorizationRequest(
+      as,
+      client,
+      auth,
+      {
+        redirect_uri: o.redirectUri,
+        response_type: "code",
+        scope: "openid email offline_access",
+        state,
+        ...(o.nonce ? { nonce: o.nonce } : {}),
+        code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+        code_challenge_method: "S256",
+      },
+      { DPoP, ...insecure },
+    ),
+  );
+  expect(pushed.request_uri).toMatch(/^urn:ietf:params:oauth:request_uri:/);
+  const authorizationUrl = new URL(as.authorization_endpoint as string);
+  authorizationUrl.searchParams.set("client_id", client.client_id);
+  authorizationUrl.searchParams.set("request_uri", pushed.request_uri);
+  const callback = await signInWithEmailCode(stack, authorizationUrl, o.email, o.issuer);
+  const params = oauth.validateAuthResponse(as, client, callback, state);
+  const tokens = await oauth.processAuthorizationCodeResponse(
+    as,
+    client,
+    await oauth.authorizationCodeGrantRequest(as, client, auth, params, o.redirectUri, verifier, {
+      DPoP,
+      ...insecure,
+    }),
+    o.nonce ? { expectedNonce: o.nonce, requireIdToken: true } : undefined,
+  );
+  return { tokens, authorizationUrl };
+}
+
 describe("oauth4webapi: PAR, DPoP and private_key_jwt", () => {
   for (const at of ["origin", "tenant"] as const)
     it(`a confidential client at the ${at}: pushed request, DPoP-bound tokens, userinfo, refresh, introspection`, async () => {
@@ -83,45 +133,13 @@ describe("oauth4webapi: PAR, DPoP and private_key_jwt", () => {
       const dpopKeys = await oauth.generateKeyPair("ES256");
       const DPoP = oauth.DPoP(client, dpopKeys);
 
-      const verifier = oauth.generateRandomCodeVerifier();
-      const state = oauth.generateRandomState();
-      const nonce = oauth.generateRandomNonce();
-      const pushed = await oauth.processPushedAuthorizationResponse(
-        as,
-        client,
-        await oauth.pushedAuthorizationRequest(
-          as,
-          client,
-          auth,
-          {
-            redirect_uri: redirectUri,
-            response_type: "code",
-            scope: "openid email offline_access",
-            state,
-            nonce,
-            code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
-            code_challenge_method: "S256",
-          },
-          { DPoP, ...insecure },
-        ),
-      );
-      expect(pushed.request_uri).toMatch(/^urn:ietf:params:oauth:request_uri:/);
-      const authorizationUrl = new URL(as.authorization_endpoint as string);
-      authorizationUrl.searchParams.set("client_id", client.client_id);
-      authorizationUrl.searchParams.set("request_uri", pushed.request_uri);
-
       const email = `e2e.fapi.${at}.${Date.now().toString(36)}@example.com`;
-      const callback = await signInWithEmailCode(stack, authorizationUrl, email, issuer);
-      const params = oauth.validateAuthResponse(as, client, callback, state);
-      const tokens = await oauth.processAuthorizationCodeResponse(
-        as,
-        client,
-        await oauth.authorizationCodeGrantRequest(as, client, auth, params, redirectUri, verifier, {
-          DPoP,
-          ...insecure,
-        }),
-        { expectedNonce: nonce, requireIdToken: true },
-      );
+      const { tokens, authorizationUrl } = await pushedLogin(as, client, auth, DPoP, {
+        redirectUri,
+        email,
+        issuer,
+        nonce: oauth.generateRandomNonce(),
+      });
       expect(tokens.token_type).toBe("dpop");
       const jkt = await calculateJwkThumbprint(await exportJWK(dpopKeys.publicKey));
       expect(jktOf(tokens.access_token)).toBe(jkt);
@@ -176,43 +194,11 @@ describe("oauth4webapi: PAR, DPoP and private_key_jwt", () => {
     const auth = oauth.None();
     const dpopKeys = await oauth.generateKeyPair("ES256");
     const DPoP = oauth.DPoP(client, dpopKeys);
-    const verifier = oauth.generateRandomCodeVerifier();
-    const state = oauth.generateRandomState();
-    const pushed = await oauth.processPushedAuthorizationResponse(
-      as,
-      client,
-      await oauth.pushedAuthorizationRequest(
-        as,
-        client,
-        auth,
-        {
-          redirect_uri: redirectUri,
-          response_type: "code",
-          scope: "openid email offline_access",
-          state,
-          code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
-          code_challenge_method: "S256",
-        },
-        { DPoP, ...insecure },
-      ),
-    );
-    const url = new URL(as.authorization_endpoint as string);
-    url.searchParams.set("client_id", client.client_id);
-    url.searchParams.set("request_uri", pushed.request_uri);
-    const callback = await signInWithEmailCode(stack, url, `e2e.fapi.public.${Date.now().toString(36)}@example.com`);
-    const tokens = await oauth.processAuthorizationCodeResponse(
-      as,
-      client,
-      await oauth.authorizationCodeGrantRequest(
-        as,
-        client,
-        auth,
-        oauth.validateAuthResponse(as, client, callback, state),
-        redirectUri,
-        verifier,
-        { DPoP, ...insecure },
-      ),
-    );
+    const { tokens } = await pushedLogin(as, client, auth, DPoP, {
+      redirectUri,
+      email: `e2e.fapi.public.${Date.now().toString(36)}@example.com`,
+      issuer: stack.url,
+    });
     expect(tokens.token_type).toBe("dpop");
     const otherKey = oauth.DPoP(client, await oauth.generateKeyPair("ES256"));
     const stolen = await oauth.refreshTokenGrantRequest(as, client, auth, tokens.refresh_token as string, {
