@@ -118,14 +118,10 @@ async function pkce() {
   return { verifier, challenge: b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier))) };
 }
 
-/**
- * The five steps of CONTRACT §2, with a cookie jar; the code read from the mail provider. With
- * `enrol`, the code is posted as a person's browser does (the passkey offer comes back) and a passkey
- * is made before the login goes on (issue 42).
- */
-async function login(email, enrol = false) {
+/** A browser's fetch: a cookie jar, redirects not followed. */
+function browser() {
   const jar = new Map();
-  const go = async (url, init = {}) => {
+  return async (url, init = {}) => {
     const headers = new Headers(init.headers);
     if (jar.size) headers.set("Cookie", [...jar].map(([k, v]) => `${k}=${v}`).join("; "));
     const res = await fetch(url, { ...init, headers, redirect: "manual" });
@@ -136,12 +132,10 @@ async function login(email, enrol = false) {
     }
     return res;
   };
-  const post = (path, body) =>
-    go(`${stack.url}${path}`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify(body),
-    });
+}
+
+/** AuthorizeInit (CONTRACT §2 step 1) as an API client: the login transaction and its PKCE verifier. */
+async function authorizeInit(go) {
   const { verifier, challenge } = await pkce();
   const q = new URLSearchParams({
     response_type: "code",
@@ -155,6 +149,23 @@ async function login(email, enrol = false) {
   const init = await go(`${stack.url}/authorize?${q}`, { headers: { Accept: "application/json" } });
   if (init.status !== 200) throw new Error(`authorize ${init.status}`);
   const { tx } = await init.json();
+  return { tx, verifier };
+}
+
+/**
+ * The five steps of CONTRACT §2, with a cookie jar; the code read from the mail provider. With
+ * `enrol`, the code is posted as a person's browser does (the passkey offer comes back) and a passkey
+ * is made before the login goes on (issue 42).
+ */
+async function login(email, enrol = false) {
+  const go = browser();
+  const post = (path, body) =>
+    go(`${stack.url}${path}`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify(body),
+    });
+  const { tx, verifier } = await authorizeInit(go);
   codes.delete(email);
   const gen = await post("/email-code/generate", { tx, email });
   if (gen.status !== 200) throw new Error(`generate ${gen.status} ${await gen.text()}`);
@@ -204,31 +215,8 @@ async function login(email, enrol = false) {
 
 /** A returning user's passkey login (issue 42): authorize, one touch, redirect_to, the token. */
 async function passkeyLogin(email) {
-  const jar = new Map();
-  const go = async (url, init = {}) => {
-    const headers = new Headers(init.headers);
-    if (jar.size) headers.set("Cookie", [...jar].map(([k, v]) => `${k}=${v}`).join("; "));
-    const res = await fetch(url, { ...init, headers, redirect: "manual" });
-    for (const line of res.headers.getSetCookie()) {
-      const [pair] = line.split(";");
-      const eq = pair.indexOf("=");
-      jar.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
-    }
-    return res;
-  };
-  const { verifier, challenge } = await pkce();
-  const q = new URLSearchParams({
-    response_type: "code",
-    client_id: client.client_id,
-    redirect_uri: client.redirect_uris[0],
-    scope: "openid email offline_access",
-    state: "s",
-    code_challenge: challenge,
-    code_challenge_method: "S256",
-  });
-  const init = await go(`${stack.url}/authorize?${q}`, { headers: { Accept: "application/json" } });
-  if (init.status !== 200) throw new Error(`authorize ${init.status}`);
-  const { tx } = await init.json();
+  const go = browser();
+  const { tx, verifier } = await authorizeInit(go);
   const credential = await authenticators.get(email).assert({
     challenge: signInChallengeOf(tx),
     origin: stack.url,
