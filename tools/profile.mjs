@@ -87,7 +87,15 @@ function runK6(env) {
   return new Promise((resolve, reject) => {
     const k6 = spawnK6(
       ["run", "--quiet", "--no-thresholds", SCRIPT],
-      { BASE_URL: stack.url, ADMIN_TOKEN: stack.adminToken, ...env },
+      {
+        BASE_URL: stack.url,
+        ADMIN_TOKEN: stack.adminToken,
+        // Production-shaped: each login request straight to its Worker's own port, as the bench sends it.
+        ...(stack.workerUrls?.["op-auth"]
+          ? { AUTH_URL: stack.workerUrls["op-auth"], TOKEN_URL: stack.workerUrls["op-token"] }
+          : {}),
+        ...env,
+      },
       "ignore",
     );
     k6.on("exit", (code) => (code === 0 || code === 99 ? resolve(code) : reject(new Error(`k6 exited ${code}`))));
