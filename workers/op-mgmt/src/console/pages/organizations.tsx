@@ -38,7 +38,6 @@ const strings = catalogue({
     noRole: "No role",
     saveRoles: "Save roles",
     removeMember: "Remove from the organization…",
-    removeMemberLabel: "Remove {who} from the organization…",
     addMember: "Add a member",
     who: "Address or user id",
     addButton: "Add",
@@ -68,7 +67,6 @@ const strings = catalogue({
     rolePermissions: "Permissions (optional)",
     saveRole: "Save the role",
     removeRole: "Remove",
-    removeRoleLabel: "Remove the role {role}…",
     removeRoleTitle: "Remove the role {role}?",
     removeRoleExplain:
       "Members who hold it keep it and its permissions until their roles are saved again; a new membership can no longer be given it.",
@@ -107,7 +105,6 @@ const strings = catalogue({
     noRole: "Aucun rôle",
     saveRoles: "Enregistrer les rôles",
     removeMember: "Retirer de l’organisation…",
-    removeMemberLabel: "Retirer {who} de l’organisation…",
     addMember: "Ajouter un membre",
     who: "Adresse ou identifiant",
     addButton: "Ajouter",
@@ -137,7 +134,6 @@ const strings = catalogue({
     rolePermissions: "Permissions (facultatif)",
     saveRole: "Enregistrer le rôle",
     removeRole: "Retirer",
-    removeRoleLabel: "Retirer le rôle {role}…",
     removeRoleTitle: "Retirer le rôle {role} ?",
     removeRoleExplain:
       "Les membres qui l’ont le gardent, avec ses permissions, jusqu’à ce que leurs rôles soient enregistrés à nouveau ; une nouvelle adhésion ne peut plus le recevoir.",
@@ -176,7 +172,6 @@ const strings = catalogue({
     noRole: "بلا دور",
     saveRoles: "احفظ الأدوار",
     removeMember: "إزالة من المؤسسة…",
-    removeMemberLabel: "إزالة {who} من المؤسسة…",
     addMember: "إضافة عضو",
     who: "العنوان أو معرّف المستخدم",
     addButton: "أضف",
@@ -204,7 +199,6 @@ const strings = catalogue({
     rolePermissions: "الصلاحيات (اختياري)",
     saveRole: "احفظ الدور",
     removeRole: "إزالة",
-    removeRoleLabel: "إزالة الدور {role}…",
     removeRoleTitle: "إزالة الدور {role}؟",
     removeRoleExplain:
       "يحتفظ به الأعضاء الذين يحملونه، مع صلاحياته، حتى تُحفظ أدوارهم من جديد؛ ولا يمكن منحه لعضوية جديدة بعد الآن.",
@@ -486,7 +480,7 @@ async function orgPage(c: Context<ConsoleEnv>, o: { error?: string; status?: num
                 const who = emails.get(m.user_id) ?? m.user_id;
                 return (
                   <li>
-                    <a href={`${peopleBase}/${seg(m.user_id)}`}>
+                    <a href={`${peopleBase}/${seg(m.user_id)}`} id={`member-${i}`}>
                       <bdi>{who}</bdi>
                     </a>{" "}
                     <span class="id">{m.user_id}</span>
@@ -500,7 +494,7 @@ async function orgPage(c: Context<ConsoleEnv>, o: { error?: string; status?: num
                         roles={m.roles}
                       />
                       <button type="submit">{t("saveRoles")}</button>{" "}
-                      <a href={`${base}/members/${seg(m.user_id)}/remove`} aria-label={t("removeMemberLabel", { who })}>
+                      <a href={`${base}/members/${seg(m.user_id)}/remove`} aria-describedby={`member-${i}`}>
                         {t("removeMember")}
                       </a>
                     </form>
@@ -656,14 +650,14 @@ async function rolesPage(c: Context<ConsoleEnv>, o: { error?: string; status?: n
               </tr>
             </thead>
             <tbody>
-              {roles.map(([role, { permissions }]) => (
+              {roles.map(([role, { permissions }], i) => (
                 <tr>
                   <td>
-                    <code>{role}</code>
+                    <code id={`role-${i}`}>{role}</code>
                   </td>
                   <td>{permissions.length ? <code>{permissions.join(" ")}</code> : t("noPermission")}</td>
                   <td>
-                    <a href={`${base}/${seg(role)}/remove`} aria-label={t("removeRoleLabel", { role })}>
+                    <a href={`${base}/${seg(role)}/remove`} aria-describedby={`role-${i}`}>
                       {t("removeRole")}
                     </a>
                   </td>

@@ -53,7 +53,6 @@ const words = catalogue({
     yes: "yes",
     no: "no",
     remove: "Remove",
-    removePasskeyLabel: "Remove the passkey created {time}",
     events: "Recent events",
     noEvents: "No event in the audit trail.",
     eventsAll: "All of this person’s events",
@@ -163,7 +162,6 @@ const words = catalogue({
     yes: "oui",
     no: "non",
     remove: "Retirer",
-    removePasskeyLabel: "Retirer la clé d’accès créée le {time}",
     events: "Événements récents",
     noEvents: "Aucun événement dans le journal d’audit.",
     eventsAll: "Tous les événements de cette personne",
@@ -273,7 +271,6 @@ const words = catalogue({
     yes: "نعم",
     no: "لا",
     remove: "إزالة",
-    removePasskeyLabel: "إزالة مفتاح المرور المُنشأ في {time}",
     events: "الأحداث الأخيرة",
     noEvents: "لا توجد أحداث في سجل التدقيق.",
     eventsAll: "كل أحداث هذا الشخص",
@@ -600,18 +597,15 @@ async function personPage(c: Context<ConsoleEnv>, o: { error?: string; status?: 
                 </tr>
               </thead>
               <tbody>
-                {passkeys.data.passkeys.map((p) => (
+                {passkeys.data.passkeys.map((p, i) => (
                   <tr>
-                    <td>{when(c, p.created_at)}</td>
+                    <td id={`passkey-${i}`}>{when(c, p.created_at)}</td>
                     <td>{when(c, p.last_used_at, t("never"))}</td>
                     <td>{p.backed_up ? t("yes") : t("no")}</td>
                     <td class="id">{p.transports.join(", ")}</td>
                     <td class="id">{p.aaguid}</td>
                     <td>
-                      <a
-                        href={`${base}/passkeys/${seg(p.id)}/remove`}
-                        aria-label={t("removePasskeyLabel", { time: formatTime(c.get("locale"), p.created_at) })}
-                      >
+                      <a href={`${base}/passkeys/${seg(p.id)}/remove`} aria-describedby={`passkey-${i}`}>
                         {t("remove")}
                       </a>
                     </td>
