@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { peopleSuite } from "./console/people.js";
 import { blockingViolations, type ConsoleE2E, operatorPage, screenshot, signIn } from "./console/support.js";
 import { createE2ETenant, startE2EStack } from "./support.js";
 
@@ -66,3 +67,5 @@ describe("the console in Chromium", () => {
     }
   }, 120_000);
 });
+
+peopleSuite(ctx);

@@ -3,6 +3,7 @@ import type { AppEnv } from "../../../shared/request/context";
 import type { ConsoleEnv } from "./env";
 import { renderMessagePage } from "./layout";
 import { pageBasics, requireOperator, requireTenant, useAdminApp } from "./operator";
+import { registerPeopleArea } from "./pages/people-area";
 import { registerTenantPages } from "./pages/tenants";
 import { callback, logout } from "./session";
 
@@ -24,6 +25,7 @@ export function mountConsole(app: Hono<AppEnv>): void {
   console.use("/t/:tenant", requireTenant);
   console.use("/t/:tenant/*", requireTenant);
   registerTenantPages(console);
+  registerPeopleArea(console);
   console.all("*", (c) => renderMessagePage(c, { kind: "notFound", status: 404 }));
   app.route("/console", console);
 }
