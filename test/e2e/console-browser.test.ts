@@ -1,7 +1,9 @@
 import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { applicationsSuite } from "./console/applications.js";
 import { blockingViolations, type ConsoleE2E, operatorPage, screenshot, signIn } from "./console/support.js";
+import { webhooksSuite } from "./console/webhooks.js";
 import { createE2ETenant, startE2EStack } from "./support.js";
 
 /**
@@ -66,3 +68,6 @@ describe("the console in Chromium", () => {
     }
   }, 120_000);
 });
+
+applicationsSuite(ctx);
+webhooksSuite(ctx);

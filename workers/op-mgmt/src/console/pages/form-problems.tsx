@@ -162,7 +162,9 @@ label.check{display:flex;gap:8px;align-items:baseline;font-weight:400;margin:4px
 .scroll{overflow-x:auto}
 input[type=text],input[type=url],textarea{width:100%}
 .secret-box{margin:12px 0}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:4px 16px}
+code.secret{display:inline-block;margin:2px 0}
+code.event{white-space:nowrap;overflow-wrap:normal}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:8px 16px;align-items:baseline}
 dl.facts dt{font-weight:600;color:#374151}
 dl.facts dd{margin:0}
 .badge{display:inline-block;padding:0 8px;border-radius:999px;font-size:14px;border:1px solid #6b7280}

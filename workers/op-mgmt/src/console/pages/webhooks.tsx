@@ -678,7 +678,7 @@ async function hookPage(
                     <tr>
                       <td>{when(locale, a.at)}</td>
                       <td>
-                        <code>{a.type}</code>
+                        <code class="event">{a.type}</code>
                       </td>
                       <td>
                         <span class={`badge ${a.status >= 200 && a.status < 300 ? "ok" : "bad"}`}>
@@ -734,7 +734,7 @@ async function hookPage(
                     <tr>
                       <td>{when(locale, m.created_at)}</td>
                       <td>
-                        <code>{m.type}</code>
+                        <code class="event">{m.type}</code>
                       </td>
                       <td>{t(`status_${m.status}`)}</td>
                       <td>{formatNumber(locale, m.attempts)}</td>
