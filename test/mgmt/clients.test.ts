@@ -1,5 +1,7 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { auditEvent } from "../../durable-objects/contract/audit-event";
+import { webhookEventsOf } from "../../workers/shared/events/webhooks/catalogue";
 import {
   admin,
   authorizeQuery,
@@ -301,6 +303,14 @@ describe("a client's secret rotated (issue 43: the console's applications page)"
     expect((await form(client, { grant_type: "client_credentials" })).status).toBe(401);
     const fresh = { ...client, client_secret: rotated.client_secret };
     expect((await form(fresh, { grant_type: "client_credentials" })).status).toBe(200);
+  });
+
+  it("tells webhooks the client changed", () => {
+    const event = auditEvent({
+      kind: "admin_change",
+      detail: { method: "POST", path: "/admin/v1/tenants/acme/clients/kwc_x/rotate-secret", status: 200 },
+    });
+    expect(webhookEventsOf(event)).toEqual([{ type: "client.updated", data: { id: "kwc_x", via: "admin_api" } }]);
   });
 
   it("refuses a client without a secret, and another tenant's client", async () => {
