@@ -1,8 +1,10 @@
 import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { applicationsSuite } from "./console/applications.js";
 import { peopleSuite } from "./console/people.js";
 import { blockingViolations, type ConsoleE2E, operatorPage, screenshot, signIn } from "./console/support.js";
+import { webhooksSuite } from "./console/webhooks.js";
 import { createE2ETenant, startE2EStack } from "./support.js";
 
 /**
@@ -69,3 +71,5 @@ describe("the console in Chromium", () => {
 });
 
 peopleSuite(ctx);
+applicationsSuite(ctx);
+webhooksSuite(ctx);

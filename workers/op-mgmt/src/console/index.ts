@@ -3,8 +3,10 @@ import type { AppEnv } from "../../../shared/request/context";
 import type { ConsoleEnv } from "./env";
 import { renderMessagePage } from "./layout";
 import { pageBasics, requireOperator, requireTenant, useAdminApp } from "./operator";
+import { registerApplicationPages } from "./pages/applications";
 import { registerPeopleArea } from "./pages/people-area";
 import { registerTenantPages } from "./pages/tenants";
+import { registerWebhookPages } from "./pages/webhooks";
 import { callback, logout } from "./session";
 
 export { CONSOLE_CLIENT_ID } from "./session";
@@ -26,6 +28,8 @@ export function mountConsole(app: Hono<AppEnv>): void {
   console.use("/t/:tenant/*", requireTenant);
   registerTenantPages(console);
   registerPeopleArea(console);
+  registerApplicationPages(console);
+  registerWebhookPages(console);
   console.all("*", (c) => renderMessagePage(c, { kind: "notFound", status: 404 }));
   app.route("/console", console);
 }
