@@ -3,6 +3,8 @@ import type { AppEnv } from "../../../shared/request/context";
 import type { ConsoleEnv } from "./env";
 import { renderMessagePage } from "./layout";
 import { pageBasics, requireOperator, requireTenant, useAdminApp } from "./operator";
+import { registerCapacityPages } from "./pages/capacity";
+import { registerTenantSettingsPages } from "./pages/tenant-settings";
 import { registerTenantPages } from "./pages/tenants";
 import { callback, logout } from "./session";
 
@@ -24,6 +26,8 @@ export function mountConsole(app: Hono<AppEnv>): void {
   console.use("/t/:tenant", requireTenant);
   console.use("/t/:tenant/*", requireTenant);
   registerTenantPages(console);
+  registerTenantSettingsPages(console);
+  registerCapacityPages(console);
   console.all("*", (c) => renderMessagePage(c, { kind: "notFound", status: 404 }));
   app.route("/console", console);
 }
