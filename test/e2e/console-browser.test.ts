@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { blockingViolations, type ConsoleE2E, operatorPage, screenshot, signIn } from "./console/support.js";
+import { tenantsSuite } from "./console/tenants.js";
 import { createE2ETenant, startE2EStack } from "./support.js";
 
 /**
@@ -66,3 +67,5 @@ describe("the console in Chromium", () => {
     }
   }, 120_000);
 });
+
+tenantsSuite(ctx);

@@ -234,6 +234,71 @@ async function signInsBetween(db: D1Database, from: number, to: number): Promise
   return results.reduce((a, r) => a + (r.results[0]?.n ?? 0), 0);
 }
 
+export type PlatformStats = Awaited<ReturnType<typeof platformStats>>;
+type ShardRow = PlatformStats["stores"][string]["shards"][number];
+
+/** Counters a shard adds to from its start (reset when it restarts), as opposed to levels it reports (storage). */
+const RESET_COUNTERS = [
+  "served",
+  "rows_written",
+  "rows_read",
+  "alarms_set",
+  "alarm_runs",
+  "d1_rows_read",
+  "d1_rows_written",
+] as const;
+const LEVELS = ["pending_deletes", "storage_bytes"] as const;
+
+/**
+ * What each billed counter grew by between two reads of the stats, shard by shard: a shard that
+ * restarted in between (its `since` moved: evicted while idle, its counters reset) counts what it did
+ * since, and levels (storage, rows due for deletion) their difference. The Workers' isolates report no
+ * start: a counter that went down is an isolate replaced, and counts what the new one did.
+ */
+export function billGrowth(a: PlatformStats, b: PlatformStats) {
+  const keyOf = (store: string, r: ShardRow) => `${store}/${r.region}/${r.generation}/${r.shard}`;
+  const earlier = new Map<string, ShardRow>();
+  for (const [store, s] of Object.entries(a.stores)) for (const r of s.shards) earlier.set(keyOf(store, r), r);
+  const objects = Object.fromEntries([...RESET_COUNTERS, ...LEVELS].map((k) => [k, 0])) as Record<
+    (typeof RESET_COUNTERS)[number] | (typeof LEVELS)[number],
+    number
+  >;
+  const stores: Record<string, { calls: number; rows: number }> = {};
+  for (const [store, s] of Object.entries(b.stores)) {
+    const mine = { calls: 0, rows: 0 };
+    for (const r of s.shards) {
+      const was = earlier.get(keyOf(store, r));
+      const restarted = !was || was.since !== r.since;
+      const grew = (k: (typeof RESET_COUNTERS)[number]) => (r[k] ?? 0) - (restarted ? 0 : (was?.[k] ?? 0));
+      for (const k of RESET_COUNTERS) objects[k] += grew(k);
+      for (const k of LEVELS) objects[k] += (r[k] ?? 0) - (was?.[k] ?? 0);
+      mine.calls += grew("served");
+      mine.rows += grew("rows_written") + grew("alarms_set");
+    }
+    stores[store] = mine;
+  }
+  // The Workers' part of the billing block: what the Durable Objects' rows do not make of it.
+  const sumObjects = (x: PlatformStats, k: "d1_rows_read" | "d1_rows_written") =>
+    Object.values(x.stores).reduce((sum, s) => sum + s.shards.reduce((t, r) => t + (r[k] ?? 0), 0), 0);
+  const isolate = (k: "worker_requests" | "d1_rows_read" | "d1_rows_written") => {
+    const of = (x: PlatformStats) => x.billing[k] - (k === "worker_requests" ? 0 : sumObjects(x, k));
+    const [before, now] = [of(a), of(b)];
+    return now >= before ? now - before : now;
+  };
+  const billed: PerLogin = {
+    worker_requests: isolate("worker_requests"),
+    durable_object_requests: objects.served + objects.alarm_runs,
+    durable_object_rows_written: objects.rows_written + objects.alarms_set,
+    durable_object_later_deletes: objects.pending_deletes,
+    durable_object_rows_read: objects.rows_read,
+    d1_rows_written: isolate("d1_rows_written") + objects.d1_rows_written,
+    d1_rows_read: isolate("d1_rows_read") + objects.d1_rows_read,
+    durable_object_storage_bytes: objects.storage_bytes,
+    d1_storage_bytes: b.billing.d1_size_bytes - a.billing.d1_size_bytes,
+  };
+  return { billed, stores };
+}
+
 /**
  * `POST /admin/v1/stats/bill` (issue 43, docs/cost.md): what a login costs on the deployment as it runs.
  * The counters of `GET /admin/v1/stats` are read twice, `window_seconds` apart; the logins in between
@@ -253,33 +318,13 @@ export async function measureBill(c: Context<AppEnv>): Promise<Response> {
   const after = await read();
   await scheduler.wait(AUDIT_SETTLE_MS);
   const logins = await signInsBetween(c.env.DB, before.at, after.at);
-  const a = before.stats;
-  const b = after.stats;
-  const d = (k: keyof typeof b.billing) => b.billing[k] - a.billing[k];
+  const growth = billGrowth(before.stats, after.stats);
   const per = (n: number) => (logins ? n / logins : 0);
-  const perLogin: PerLogin = {
-    worker_requests: per(d("worker_requests")),
-    durable_object_requests: per(d("durable_object_requests")),
-    durable_object_rows_written: per(d("durable_object_rows_written")),
-    durable_object_later_deletes: per(d("durable_object_pending_deletes")),
-    durable_object_rows_read: per(d("durable_object_rows_read")),
-    d1_rows_written: per(d("d1_rows_written")),
-    d1_rows_read: per(d("d1_rows_read")),
-    durable_object_storage_bytes: per(d("durable_object_storage_bytes")),
-    d1_storage_bytes: per(d("d1_size_bytes")),
-  };
+  const perLogin = Object.fromEntries(
+    Object.entries(growth.billed).map(([k, v]) => [k, per(v)]),
+  ) as unknown as PerLogin;
   const stores = Object.fromEntries(
-    Object.keys(b.stores).map((store) => {
-      const x = b.stores[store] as Summed & { total: number };
-      const y = (a.stores[store] ?? x) as Summed & { total: number };
-      return [
-        store,
-        {
-          calls: per(x.total - y.total),
-          rows_written: per(x.rows_written + x.alarms_set - y.rows_written - y.alarms_set),
-        },
-      ];
-    }),
+    Object.entries(growth.stores).map(([store, g]) => [store, { calls: per(g.calls), rows_written: per(g.rows) }]),
   );
   const lines = logins ? billLines(perLogin) : [];
   return json(

@@ -54,7 +54,10 @@ const words = catalogue({
       "Reads the billing counters twice, the given seconds apart, and divides what they grew by the sign-ins in between (counted from the audit trail about 8 seconds later). Priced with docs/cost.md's table; Workers CPU and mail are not in it. Idle deployments have nothing to divide by: sign in while it measures.",
     billWindow: "Measure for (seconds)",
     measureBill: "Measure the bill",
-    billResult: "{logins} sign-ins in {seconds} s: {usd} per million logins",
+    billResult: "Sign-ins in the {seconds} s measured: {logins}. The bill: {usd} per million logins.",
+    unit_requests: "requests",
+    unit_rows: "rows",
+    "unit_GB-month": "GB-months",
     noLogins: "No sign-in in the {seconds} s measured: nothing to divide by. Measure again while people sign in.",
     costChart: "Cost per million logins, by line (USD)",
     callsChart: "Durable Object calls per login, by store",
@@ -126,7 +129,10 @@ const words = catalogue({
       "Lit deux fois les compteurs de facturation, à l’intervalle donné, et divise leur croissance par les connexions entre les deux (comptées dans le journal d’audit environ 8 secondes plus tard). Tarifé selon le tableau de docs/cost.md ; le CPU des Workers et le courrier n’y sont pas. Un déploiement inactif n’a rien à diviser : connectez-vous pendant la mesure.",
     billWindow: "Mesurer pendant (secondes)",
     measureBill: "Mesurer la facture",
-    billResult: "{logins} connexions en {seconds} s : {usd} par million de connexions",
+    billResult: "Connexions pendant les {seconds} s mesurées : {logins}. La facture : {usd} par million de connexions.",
+    unit_requests: "requêtes",
+    unit_rows: "lignes",
+    "unit_GB-month": "Go-mois",
     noLogins:
       "Aucune connexion pendant les {seconds} s mesurées : rien à diviser. Mesurez de nouveau pendant que des personnes se connectent.",
     costChart: "Coût par million de connexions, par poste (USD)",
@@ -199,7 +205,10 @@ const words = catalogue({
       "يقرأ عدادات الفوترة مرتين بفاصل الثواني المحددة، ويقسم ما زادته على تسجيلات الدخول بينهما (تُعدّ من سجل التدقيق بعد نحو 8 ثوانٍ). التسعير من جدول docs/cost.md؛ لا يشمل معالجة Workers ولا البريد. النشر الخامل لا شيء فيه للقسمة: سجّل الدخول أثناء القياس.",
     billWindow: "مدة القياس (بالثواني)",
     measureBill: "قياس الفاتورة",
-    billResult: "{logins} تسجيل دخول في {seconds} ث: {usd} لكل مليون تسجيل دخول",
+    billResult: "تسجيلات الدخول خلال {seconds} ث المقيسة: {logins}. الفاتورة: {usd} لكل مليون تسجيل دخول.",
+    unit_requests: "طلب",
+    unit_rows: "صف",
+    "unit_GB-month": "غيغابايت-شهر",
     noLogins: "لا تسجيل دخول خلال {seconds} ث المقيسة: لا شيء للقسمة. أعد القياس أثناء تسجيل الأشخاص دخولهم.",
     costChart: "الكلفة لكل مليون تسجيل دخول، حسب البند (دولار أمريكي)",
     callsChart: "طلبات Durable Object لكل تسجيل دخول، حسب المخزن",
@@ -290,8 +299,8 @@ const dollars = (locale: Locale, n: number) =>
  * every chart is followed by a table of the same figures.
  */
 function BarChart(props: { rows: { label: string; value: number; text: string }[]; color?: string }) {
-  const width = 640;
-  const labelWidth = 220;
+  const width = 720;
+  const labelWidth = 280;
   const textWidth = 110;
   const rowHeight = 28;
   const span = width - labelWidth - textWidth;
@@ -546,7 +555,7 @@ function BillSection(props: { c: Context<ConsoleEnv>; t: Translate<Key>; bill?: 
                 <tr>
                   <th scope="row">{lineName(l.line)}</th>
                   <td class="n">
-                    {number(locale, l.quantity, l.unit === "GB-month" ? 9 : 2)} <span lang="en">{l.unit}</span>
+                    {number(locale, l.quantity, l.unit === "GB-month" ? 9 : 2)} {t(`unit_${l.unit}` as Key)}
                   </td>
                   <td class="n">{dollars(locale, l.usd_per_million)}</td>
                 </tr>

@@ -45,6 +45,7 @@ fieldset{border:1px solid #d1d5db;border-radius:8px;margin:12px 0;padding:4px 12
 legend{font-weight:600;padding:0 4px}
 label.choice{font-weight:400;display:flex;gap:8px;align-items:center}
 .actions{display:flex;gap:8px 12px;flex-wrap:wrap;align-items:center;margin:12px 0}
+ul.actions li{border:0;padding:0}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:16px}
 .card{border:1px solid #e5e7eb;border-radius:10px;padding:4px 16px 12px}
 .warn{padding:8px 12px;border-radius:8px;background:#fffbeb;border:1px solid #b45309;color:#78350f}
@@ -56,6 +57,7 @@ figcaption{font-size:14px;color:#4b5563;margin-bottom:6px}
 svg text{font:13px system-ui,sans-serif;fill:#1b1f24}
 .chart{max-width:100%;height:auto}
 table.numbers td.n,table.numbers th.n{text-align:end;font-variant-numeric:tabular-nums}
+table.numbers th.id{white-space:nowrap}
 .sr-only{position:absolute;width:1px;height:1px;padding:0;margin:-1px;overflow:hidden;clip:rect(0,0,0,0);white-space:nowrap;border:0}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:4px 16px}
 dl.facts dt{font-weight:600;color:#374151}
