@@ -87,6 +87,7 @@ const words = catalogue({
     confirmLead:
       "Generation {gen} of {store} will have {to} shards. Every Worker routes to it within {cache} s and new ids go to it from about a minute later. This cannot be undone: a later change appends another generation.",
     confirm: "Append the generation",
+    newValue: "New",
     cancel: "Cancel",
     same: "{store} has {n} shards already: nothing to change.",
     badCount: "The shard count must be a whole number from 1 to {max}.",
@@ -163,6 +164,7 @@ const words = catalogue({
     confirmLead:
       "La génération {gen} de {store} aura {to} fragments. Chaque Worker l’achemine sous {cache} s et les nouveaux identifiants y vont environ une minute plus tard. C’est irréversible : un changement ultérieur ajoute une autre génération.",
     confirm: "Ajouter la génération",
+    newValue: "Nouveau",
     cancel: "Annuler",
     same: "{store} a déjà {n} fragments : rien à changer.",
     badCount: "Le nombre de fragments doit être un entier de 1 à {max}.",
@@ -238,6 +240,7 @@ const words = catalogue({
     confirmLead:
       "سيكون للجيل {gen} من {store} عدد {to} من الأجزاء. يوجّه إليه كل Worker خلال {cache} ث وتذهب إليه المعرّفات الجديدة بعد نحو دقيقة. لا يمكن التراجع: أي تغيير لاحق يضيف جيلًا آخر.",
     confirm: "إضافة الجيل",
+    newValue: "الجديد",
     cancel: "إلغاء",
     same: "لدى {store} بالفعل {n} من الأجزاء: لا شيء للتغيير.",
     badCount: "يجب أن يكون عدد الأجزاء عددًا صحيحًا من 1 إلى {max}.",
@@ -732,7 +735,7 @@ async function changePage(c: Context<ConsoleEnv>, o: { error?: string; status?: 
               <BarChart
                 rows={[
                   { label: t("current"), value: current.shards, text: formatNumber(locale, current.shards) },
-                  { label: t("recommended"), value: count, text: formatNumber(locale, count) },
+                  { label: t("newValue"), value: count, text: formatNumber(locale, count) },
                 ]}
               />
             </Chart>

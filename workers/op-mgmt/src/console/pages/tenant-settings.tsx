@@ -669,11 +669,12 @@ function Preview(props: {
         {look.supportUri ? <span class="kw-footer">{tt.text("page.support")}</span> : null}
       </div>
       <p class="hint">
+        {/* Colours read left to right, a name in its own direction, inside any sentence (Unicode isolates). */}
         {t("previewSummary", {
-          product: look.product,
-          primary: look.primary,
-          on: look.onPrimary,
-          accent: look.accent,
+          product: `\u2068${look.product}\u2069`,
+          primary: `\u2066${look.primary}\u2069`,
+          on: `\u2066${look.onPrimary}\u2069`,
+          accent: `\u2066${look.accent}\u2069`,
         })}{" "}
         {look.supportUri ? t("previewSupport") : null}{" "}
         {logo ? t("previewLogo", { origin: new URL(logo).origin }) : null}
