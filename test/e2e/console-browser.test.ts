@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applicationsSuite } from "./console/applications.js";
 import { peopleSuite } from "./console/people.js";
 import { blockingViolations, type ConsoleE2E, operatorPage, screenshot, signIn } from "./console/support.js";
+import { tenantsSuite } from "./console/tenants.js";
 import { webhooksSuite } from "./console/webhooks.js";
 import { createE2ETenant, startE2EStack } from "./support.js";
 
@@ -73,3 +74,4 @@ describe("the console in Chromium", () => {
 peopleSuite(ctx);
 applicationsSuite(ctx);
 webhooksSuite(ctx);
+tenantsSuite(ctx);

@@ -275,6 +275,50 @@ export async function purgeTenantData(env: Env, config: Config, id: string): Pro
   return true;
 }
 
+/** What a purge deletes from D1 (purgeTenantData), by table: the purge's progress is their counts. */
+const PURGED_TABLES = [
+  "users",
+  "clients",
+  "signing_keys",
+  "admin_keys",
+  "webhook_endpoints",
+  "registration_tokens",
+  "entity_types",
+  "import_jobs",
+  "operators",
+] as const;
+
+/**
+ * `GET /admin/v1/tenant-purges/{tenant}`: a deleted tenant's purge, while it runs and after: the rows
+ * of it D1 still holds, table by table, and `purged_at` once everything is gone (its entities in the
+ * entity shards included, which are not counted here). A tenant that is not deleted is 404 here.
+ */
+export async function tenantPurge(c: Context<AppEnv>): Promise<Response> {
+  const id = c.req.param("tenant") ?? "";
+  const row = TENANT_ID.test(id)
+    ? await c.env.DB.prepare("SELECT status, updated_at, purged_at FROM tenants WHERE id = ?")
+        .bind(id)
+        .first<{ status: string; updated_at: number; purged_at: number | null }>()
+    : null;
+  if (row?.status !== "deleted") throw new OAuthError("not_found", "no deleted tenant with this id");
+  const counts = await c.env.DB.batch<{ n: number }>(
+    PURGED_TABLES.map((table) => c.env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE tenant = ?`).bind(id)),
+  );
+  const remaining = Object.fromEntries(PURGED_TABLES.map((t, i) => [t, counts[i]?.results[0]?.n ?? 0]));
+  return json(
+    {
+      id,
+      status: "deleted",
+      deleted_at: row.updated_at,
+      purged_at: row.purged_at,
+      done: row.purged_at !== null,
+      remaining,
+    },
+    200,
+    { "Cache-Control": "no-store" },
+  );
+}
+
 /** Deleted tenants whose purge one cron run finishes at most (each is batches of DELETE_BATCH rows). */
 export const PURGES_PER_RUN = 5;
 

@@ -4,7 +4,9 @@ import type { ConsoleEnv } from "./env";
 import { renderMessagePage } from "./layout";
 import { pageBasics, requireOperator, requireTenant, useAdminApp } from "./operator";
 import { registerApplicationPages } from "./pages/applications";
+import { registerCapacityPages } from "./pages/capacity";
 import { registerPeopleArea } from "./pages/people-area";
+import { registerTenantSettingsPages } from "./pages/tenant-settings";
 import { registerTenantPages } from "./pages/tenants";
 import { registerWebhookPages } from "./pages/webhooks";
 import { callback, logout } from "./session";
@@ -30,6 +32,8 @@ export function mountConsole(app: Hono<AppEnv>): void {
   registerPeopleArea(console);
   registerApplicationPages(console);
   registerWebhookPages(console);
+  registerTenantSettingsPages(console);
+  registerCapacityPages(console);
   console.all("*", (c) => renderMessagePage(c, { kind: "notFound", status: 404 }));
   app.route("/console", console);
 }

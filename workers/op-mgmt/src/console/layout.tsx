@@ -172,6 +172,8 @@ export interface PageOptions {
   error?: string | undefined;
   /** Extra response headers (Set-Cookie, say). */
   headers?: Record<string, string>;
+  /** Origins the page shows images from besides its own (a branding preview's logo), for the CSP's img-src. */
+  imageOrigins?: readonly string[];
 }
 
 /** The full page as a response: no-store, the CSP, the language's direction. */
@@ -265,7 +267,7 @@ export function renderPage(c: Context<ConsoleEnv>, o: PageOptions): Response {
       </body>
     </html>
   );
-  const headers = new Headers(pageSecurityHeaders(nonce));
+  const headers = new Headers(pageSecurityHeaders(nonce, o.imageOrigins));
   for (const [k, v] of Object.entries(o.headers ?? {})) headers.append(k, v);
   return new Response(`<!doctype html>${page}`, { status: o.status ?? 200, headers });
 }

@@ -2,7 +2,7 @@ import { AUDIT_PARAMS, listAudit } from "../audit";
 import { listKeys, rotateKeys } from "../keys";
 import { grantOperator, listOperators, operatorInput, revokeOperator } from "../operators";
 import { appendGeneration, appendInput, listShards, planInput, planShardCounts } from "../shards";
-import { stats } from "../stats";
+import { billInput, measureBill, stats } from "../stats";
 import { testMailbox } from "../test-mailbox";
 import type { AdminRoute } from "./admin-route";
 
@@ -89,6 +89,15 @@ export const OPERATION_ROUTES: readonly AdminRoute[] = [
       "Calls and rows written per shard, D1 queries per isolate; under a tenant, its users, clients, keys and sign-ins",
     handler: stats,
     scope: "tenant",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/stats/bill",
+    summary:
+      "The bill per million logins as the deployment runs: the stats counters over window_seconds, over the sign-ins in it, priced by docs/cost.md",
+    handler: measureBill,
+    body: billInput,
+    scope: "platform",
   },
   {
     method: "get",

@@ -18,6 +18,7 @@ import {
   revokeAdminKey,
   tenantInput,
   tenantPatch,
+  tenantPurge,
 } from "../tenants";
 import {
   createWebhook,
@@ -150,6 +151,13 @@ export const TENANT_ROUTES: readonly AdminRoute[] = [
     summary: "Delete a tenant: its users, clients and keys, and every grant it issued",
     handler: deleteTenant,
     status: 204,
+    scope: "platform",
+  },
+  {
+    method: "get",
+    path: "/admin/v1/tenant-purges/:tenant",
+    summary: "A deleted tenant's purge: the rows D1 still holds of it, by table, and purged_at once all of it is gone",
+    handler: tenantPurge,
     scope: "platform",
   },
   {
