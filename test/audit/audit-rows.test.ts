@@ -3,11 +3,12 @@ import { describe, expect, it } from "vitest";
 import {
   type AuditRow,
   auditMonths,
-  auditWrites,
   eventsTable,
   monthOf,
   pagesTable,
+  writeAuditGroups,
 } from "../../durable-objects/contract/audit-trail";
+import { meteredD1, newD1Meter } from "../../durable-objects/contract/d1-meter";
 import { sweepAuditEvents } from "../../workers/op-mgmt/src/retention";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEvents } from "../support/harness";
@@ -33,8 +34,14 @@ describe("audit events in D1, by month", () => {
     detail: "{}",
     tenant,
   });
-  const written = async (rows: AuditRow[]) =>
-    (await env.DB.batch(auditWrites(env.DB, rows))).reduce((n, r) => n + r.meta.rows_written, 0);
+  const written = async (rows: AuditRow[]) => {
+    const meter = newD1Meter();
+    await writeAuditGroups(
+      meteredD1(env.DB, meter),
+      rows.map((r) => [r]),
+    );
+    return meter.rows_written;
+  };
 
   it("costs 1 row an event, whatever it names, and 1 page row per tenant and minute; a repeated flush costs nothing", async () => {
     const tag = `rows-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
@@ -63,7 +70,7 @@ describe("audit events in D1, by month", () => {
 
   it("a user's or an address's events are a range of the month's key; the tenant's trail a range of its pages' key", async () => {
     const month = monthOf(Date.now());
-    await env.DB.batch(auditWrites(env.DB, [row(`plan-${Date.now()}`, Date.now(), "u", null)]));
+    await written([row(`plan-${Date.now()}`, Date.now(), "u", null)]);
     const plan = async (sql: string) =>
       (
         await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
@@ -88,7 +95,7 @@ describe("audit events in D1, by month", () => {
     const now = Date.now();
     const tag = `drop-${now}`;
     const long = Date.UTC(2020, 0, 15);
-    await env.DB.batch(auditWrites(env.DB, [row(`${tag}-old`, long, tag, null), row(`${tag}-new`, now, tag, null)]));
+    await written([row(`${tag}-old`, long, tag, null), row(`${tag}-new`, now, tag, null)]);
     expect(await auditMonths(env.DB)).toContain("202001");
     const swept = await sweepAuditEvents(env as never, loadConfig(env as never), now);
     expect(swept.months_dropped).toContain("202001");
