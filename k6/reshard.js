@@ -5,8 +5,8 @@
 // from before the change still rotates, and that replaying it still revokes its family.
 //
 //   k6 run -e ADMIN_TOKEN=... -e RATE=5 -e HOLD=80 k6/reshard.js    (the stack's POLICY should have a
-//   short shard_config_cache_seconds, e.g. 1, so the switch comes 61 s after the append; npm run smoke
-//   runs it so)
+//   short shard_config_cache_seconds, e.g. 1, so the switch comes 61 s after the append, or 3 s with
+//   shard_issue_margin_seconds 2 as npm run smoke runs it)
 import { check, sleep } from "k6";
 import exec from "k6/execution";
 import http from "k6/http";

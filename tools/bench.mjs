@@ -16,7 +16,7 @@
 //                                                  Keyway's set or the minimal one, shaped as `npm start`;
 //                                                  keyway-shaped and minimal-shaped, production-shaped
 //   BASELINE=/path/to/other/checkout npm run bench another checkout of Keyway (e.g. an older main) too
-//   SHAPED=1 npm run bench                         Keyway again, production-shaped (issue 28 item 4): no
+//   SHAPED=1 npm run bench                         Keyway again (and BASELINE), production-shaped (issue 28 item 4): no
 //                                                  dev gateway hop, Rate Limiting in memory (scripts/stack.mjs
 //                                                  `productionShaped`), state on a tmpfs (no disk flush at
 //                                                  each SQLite commit), so the local runtime's own share shows
@@ -191,6 +191,12 @@ if (process.env.SHAPED === "1")
     start: () => keywayTarget({ policy, productionShaped: true, inspect: splitRate > 0 }),
   });
 if (baselineDir) plan.push({ name: "baseline", start: () => baselineTarget(baselineDir, splitRate > 0) });
+// With SHAPED=1 the baseline runs production-shaped too, so the two checkouts compare like for like.
+if (baselineDir && process.env.SHAPED === "1")
+  plan.push({
+    name: "baseline, production-shaped",
+    start: () => baselineTarget(baselineDir, splitRate > 0, true),
+  });
 for (const peer of peers)
   plan.push({
     name: peer === "oidc-provider-redis" ? "node-oidc-provider-redis" : "node-oidc-provider",

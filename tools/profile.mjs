@@ -5,7 +5,8 @@
 // was entered, times the tick), by role (Workers, Durable Objects, local-only), and by function within
 // each isolate (self time). Env: RATE (default 80), SECONDS (15), TOP (25), OUT (folder for the raw
 // .cpuprofile files, default .keyway/profiles), SCRIPT (the k6 script, default k6/full-login.js),
-// TICK_US (the profilers' interval, default 1000; finer is more detail and more disturbance).
+// TICK_US (the profilers' interval, default 1000; finer is more detail and more disturbance), SHAPED=1
+// (the production-shaped stack of `SHAPED=1 npm run bench`: each Worker on its own port, no gateway).
 // For CPU per operation, `npm run cost-model` measures; docs/performance.md has both.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -23,7 +24,7 @@ const SCRIPT = process.env.SCRIPT ?? FULL_LOGIN;
 
 if (installK6() !== 0) process.exit(1);
 const inspectorPort = await freePort();
-const stack = await startLoadStack({ inspectorPort });
+const stack = await startLoadStack({ inspectorPort, productionShaped: process.env.SHAPED === "1" });
 try {
   const profiler = await openIsolateProfiler(inspectorPort, TICK_US);
   // Warm up first (cold isolates, first key import), then profile a steady run.
@@ -86,7 +87,15 @@ function runK6(env) {
   return new Promise((resolve, reject) => {
     const k6 = spawnK6(
       ["run", "--quiet", "--no-thresholds", SCRIPT],
-      { BASE_URL: stack.url, ADMIN_TOKEN: stack.adminToken, ...env },
+      {
+        BASE_URL: stack.url,
+        ADMIN_TOKEN: stack.adminToken,
+        // Production-shaped: each login request straight to its Worker's own port, as the bench sends it.
+        ...(stack.workerUrls?.["op-auth"]
+          ? { AUTH_URL: stack.workerUrls["op-auth"], TOKEN_URL: stack.workerUrls["op-token"] }
+          : {}),
+        ...env,
+      },
       "ignore",
     );
     k6.on("exit", (code) => (code === 0 || code === 99 ? resolve(code) : reject(new Error(`k6 exited ${code}`))));

@@ -53,7 +53,8 @@ const settings = {
 
 const started = Date.now();
 console.log("smoke: bundling the Workers and starting the stack ...");
-// A short live-shard cache, so the reshard run's new generations are issued into a minute after it appends them.
+// A short live-shard cache and issue margin, so the reshard run's new generations are issued into
+// 3 s after it appends them (a deployment waits the cache plus a minute: one machine has no clock skew).
 // Three regions (issue 12): the default, apac by hint, and eu by jurisdiction for EEA countries; the k6
 // logins say they come from Japan, Germany and the US in turn (the dev gateway's X-Keyway-Dev-Country).
 const SMOKE_REGIONS = {
@@ -74,7 +75,12 @@ const CONTROLLER_POLICY = {
   max_shards: 16,
 };
 const stack = await startLoadStack({
-  policy: { ...raisedPolicy(), shard_config_cache_seconds: 1, shard_controller: CONTROLLER_POLICY },
+  policy: {
+    ...raisedPolicy(),
+    shard_config_cache_seconds: 1,
+    shard_issue_margin_seconds: 2,
+    shard_controller: CONTROLLER_POLICY,
+  },
   vars: { REGIONS: JSON.stringify(SMOKE_REGIONS) },
 });
 console.log(`smoke: stack at ${stack.url} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -112,13 +118,13 @@ try {
   // may fail across the change. SMOKE_RESHARD=0 skips it.
   if (status === 0 && process.env.SMOKE_RESHARD !== "0" && !stopping) {
     console.log(
-      "smoke: reshard run: 5 logins/s for 175 s; every store's shards doubled by the admin API at 1 s, then by the controller (its cron fired every 10 s)",
+      "smoke: reshard run: 5 logins/s for 65 s; every store's shards doubled by the admin API at 1 s, then by the controller (its cron fired every 10 s)",
     );
     const cron = setInterval(() => void stack.fireCron("*/5 * * * *"), 10_000);
     k6 = spawnK6(["run", "--quiet", RESHARD], {
       RATE: "5",
       RAMP: "5",
-      HOLD: "170",
+      HOLD: "60",
       BASE_URL: stack.url,
       ADMIN_TOKEN: stack.adminToken,
       USERS: "seeded",

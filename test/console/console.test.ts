@@ -1,64 +1,11 @@
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import tokenApp from "../../workers/op-token/src/index";
 import { loadConfig } from "../../workers/shared/config/config";
-import { admin, Browser, call, latestCode, type TestEnv, uniqueEmail, withVars } from "../support/harness";
+import { admin, Browser, call, uniqueEmail, withVars } from "../support/harness";
 import { createTenant } from "../tenants/support";
+import { consoleEnv, csrfOf, grant, signIn } from "./support";
 
 const ISSUER_NAME = loadConfig(env).ISSUER_NAME;
-
-/**
- * The operators' web console (issue 43): grants through the admin API, and the sign-in at /console
- * through Keyway's own /authorize, email code and token endpoint. op-mgmt reaches op-token by its
- * OP_TOKEN service binding, which the test env wires to op-token's real app.
- */
-const consoleEnv = {
-  ...env,
-  OP_TOKEN: {
-    async fetch(input: RequestInfo | URL, init?: RequestInit) {
-      const ctx = createExecutionContext();
-      const res = await tokenApp.fetch(new Request(input, init), consoleEnv as never, ctx);
-      await waitOnExecutionContext(ctx);
-      return res;
-    },
-  },
-} as unknown as TestEnv;
-
-const grant = (json: Record<string, unknown>) => admin("/operators", { method: "POST", json });
-
-/** /console → /authorize → email code from the dev mailbox → /console/callback → /console. */
-async function signIn(email: string): Promise<{ browser: Browser; page: Response }> {
-  const browser = new Browser({ env: consoleEnv });
-  const start = await browser.fetch("/console");
-  expect(start.status).toBe(302);
-  const authorize = new URL(start.headers.get("location") as string);
-  expect(authorize.pathname).toBe("/authorize");
-  expect(authorize.searchParams.get("client_id")).toBe("keyway-console");
-  expect(authorize.searchParams.get("code_challenge_method")).toBe("S256");
-  const init = await browser.fetch(`${authorize.pathname}${authorize.search}`, {
-    headers: { Accept: "application/json" },
-  });
-  expect(init.status, await init.clone().text()).toBe(200);
-  const { tx } = (await init.json()) as { tx: string };
-  const gen = await browser.postJson("/email-code/generate", { tx, email });
-  expect(gen.status, await gen.clone().text()).toBe(200);
-  const code = await latestCode(email, consoleEnv);
-  const ver = await browser.postJson("/email-code/verify", { tx, email, code });
-  expect(ver.status, await ver.clone().text()).toBe(200);
-  const { redirect_to } = (await ver.json()) as { redirect_to: string };
-  const fin = await browser.fetch(redirect_to);
-  expect(fin.status, await fin.clone().text()).toBe(302);
-  const back = new URL(fin.headers.get("location") as string);
-  expect(back.pathname).toBe("/console/callback");
-  const cb = await browser.fetch(`${back.pathname}${back.search}`);
-  expect(cb.status, await cb.clone().text()).toBe(303);
-  expect(new URL(cb.headers.get("location") as string).pathname).toBe("/console");
-  const setCookie = cb.headers.getSetCookie().find((c) => c.startsWith("kw_console="));
-  expect(setCookie).toMatch(/HttpOnly/);
-  expect(setCookie).toMatch(/SameSite=Lax/);
-  expect(setCookie).toMatch(/Path=\/console/);
-  return { browser, page: await browser.fetch("/console") };
-}
 
 describe("operators API", () => {
   it("grants, lists and removes an operator; validates", { timeout: 30_000 }, async () => {
@@ -211,5 +158,47 @@ describe("console", () => {
     const nonce = /style-src 'nonce-([^']+)'/.exec(page.headers.get("content-security-policy") ?? "")?.[1];
     expect(nonce).toBeTruthy();
     expect(await page.text()).toContain(`<style nonce="${nonce}">`);
+  });
+});
+
+describe("console pages: who may reach what", () => {
+  it("opens a tenant's pages to its operators only, by URL or by form", { timeout: 60_000 }, async () => {
+    const mine = await createTenant({ name: "Guard Mine" });
+    const other = await createTenant({ name: "Guard Other" });
+    const email = uniqueEmail("guard-op");
+    await grant({ email, tenant: mine.id });
+    const { browser, page } = await signIn(email);
+    const csrf = csrfOf(await page.text());
+    const own = await browser.fetch(`/console/t/${mine.id}`);
+    expect(own.status).toBe(200);
+    expect(await own.text()).toContain("Guard Mine");
+    for (const path of [`/console/t/${other.id}`, `/console/t/${other.id}/people`, "/console/t/default"]) {
+      const res = await browser.fetch(path);
+      expect(res.status, path).toBe(403);
+      expect(await res.text()).not.toContain("Guard Other");
+    }
+    const posted = await browser.postForm(`/console/t/${other.id}/people`, { csrf });
+    expect(posted.status).toBe(403);
+    // A tenant that does not exist is refused exactly like another's.
+    expect((await browser.fetch("/console/t/no-such-tenant")).status).toBe(403);
+    // A form without the session's CSRF token changes nothing, even on the operator's own tenant.
+    expect((await browser.postForm(`/console/t/${mine.id}`, {})).status).toBe(403);
+  });
+
+  it("speaks French and Arabic on request and remembers the choice", { timeout: 60_000 }, async () => {
+    const email = uniqueEmail("lang-op");
+    await grant({ email });
+    const { browser } = await signIn(email);
+    const fr = await browser.fetch("/console?lang=fr");
+    const frHtml = await fr.text();
+    expect(frHtml).toContain('lang="fr"');
+    expect(frHtml).toContain("Locataires");
+    expect(fr.headers.getSetCookie().join()).toMatch(/kw_console_lang=fr/);
+    const ar = await (await browser.fetch("/console", { headers: { "Accept-Language": "ar" } })).text();
+    // The remembered choice wins over the browser's languages.
+    expect(ar).toContain('lang="fr"');
+    const arHtml = await (await browser.fetch("/console?lang=ar")).text();
+    expect(arHtml).toContain('dir="rtl"');
+    expect(arHtml).toContain("المستأجرون");
   });
 });

@@ -1,10 +1,13 @@
 import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { auditEvent } from "../../durable-objects/contract/audit-event";
+import { webhookEventsOf } from "../../workers/shared/events/webhooks/catalogue";
 import {
   admin,
   authorizeQuery,
   basicAuth,
   call,
+  form,
   fullLogin,
   loginForCode,
   pinClock,
@@ -273,6 +276,56 @@ describe("client changes reach every Worker (client_cache_seconds)", () => {
     expect(await authorize(client, cached)).toBe(200);
     await deleteInD1(client);
     expect(await authorize(client, cached)).toBe(200);
+  });
+});
+
+describe("a client's secret rotated (issue 43: the console's applications page)", () => {
+  it("answers a new secret once, no-store; the old one stops working, the new one works", async () => {
+    const client = await registerClient({
+      redirect_uris: [],
+      post_logout_redirect_uris: [],
+      grant_types: ["client_credentials"],
+      scope: "reports:read",
+    });
+    expect((await form(client, { grant_type: "client_credentials" })).status).toBe(200);
+    const res = await admin(`/clients/${client.client_id}/rotate-secret`, { method: "POST" });
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    const rotated = (await res.json()) as { client_id: string; client_secret: string; secret_hash?: string };
+    expect(rotated.client_id).toBe(client.client_id);
+    expect(rotated.client_secret).toMatch(/^kws_/);
+    expect(rotated.client_secret).not.toBe(client.client_secret);
+    expect(rotated.secret_hash).toBeUndefined();
+    // Never shown again.
+    expect(JSON.stringify(await (await admin(`/clients/${client.client_id}`)).json())).not.toContain(
+      rotated.client_secret,
+    );
+    expect((await form(client, { grant_type: "client_credentials" })).status).toBe(401);
+    const fresh = { ...client, client_secret: rotated.client_secret };
+    expect((await form(fresh, { grant_type: "client_credentials" })).status).toBe(200);
+  });
+
+  it("tells webhooks the client changed", () => {
+    const event = auditEvent({
+      kind: "admin_change",
+      detail: { method: "POST", path: "/admin/v1/tenants/acme/clients/kwc_x/rotate-secret", status: 200 },
+    });
+    expect(webhookEventsOf(event)).toEqual([{ type: "client.updated", data: { id: "kwc_x", via: "admin_api" } }]);
+  });
+
+  it("refuses a client without a secret, and another tenant's client", async () => {
+    const pub = await registerClient({ token_endpoint_auth_method: "none" });
+    await expect400(await admin(`/clients/${pub.client_id}/rotate-secret`, { method: "POST" }));
+    const secretClient = await registerClient();
+    const tenant = `rot-${Date.now().toString(36)}`;
+    expect((await admin("/tenants", { method: "POST", json: { id: tenant, name: "Rotation" } })).status).toBe(201);
+    const elsewhere = await admin(`/tenants/${tenant}/clients/${secretClient.client_id}/rotate-secret`, {
+      method: "POST",
+    });
+    expect(elsewhere.status).toBe(404);
+    // Its secret still authenticates it (a login client: the grant is refused, not the client).
+    const still = await form(secretClient, { grant_type: "client_credentials" });
+    expect(((await still.json()) as { error: string }).error).toBe("unauthorized_client");
   });
 });
 

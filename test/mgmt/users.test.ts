@@ -130,6 +130,34 @@ describe("users (CONTRACT §5)", () => {
     expect(second.users.map((u) => u.id)).not.toContain(first.users[0]?.id);
   });
 
+  it("reads users by id in the order asked, only the tenant's, and validates the list", {
+    timeout: 30_000,
+  }, async () => {
+    const made: User[] = [];
+    for (let i = 0; i < 3; i++)
+      made.push(
+        (await (await admin("/users", { method: "POST", json: { email: uniqueEmail("ids") } })).json()) as User,
+      );
+    const [a, b, c] = made as [User, User, User];
+    const tenant = `ids-${Date.now().toString(36)}`;
+    expect((await admin("/tenants", { method: "POST", json: { id: tenant, name: "Ids" } })).status).toBe(201);
+    const theirs = (await (
+      await admin(`/tenants/${tenant}/users`, { method: "POST", json: { email: uniqueEmail("ids-other") } })
+    ).json()) as User;
+    const res = await admin(`/users?ids=${c.id},${a.id},usr_nobody,${theirs.id},${c.id}`);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const { users } = (await res.json()) as { users: User[] };
+    expect(users.map((u) => u.email)).toEqual([c.email, a.email]);
+    // Under the other tenant, only its own user.
+    const other = (await (await admin(`/tenants/${tenant}/users?ids=${a.id},${theirs.id}`)).json()) as {
+      users: User[];
+    };
+    expect(other.users.map((u) => u.id)).toEqual([theirs.id]);
+    const tooMany = Array.from({ length: 201 }, (_, i) => `usr_${i}`).join(",");
+    for (const bad of ["", ",", tooMany, "a b", `${b.id}&email=${encodeURIComponent(b.email)}`, `${b.id}&after=x`])
+      expect((await admin(`/users?ids=${bad}`)).status, bad).toBe(400);
+  });
+
   it("refuses a page size that is not a whole number from 1 to 1000 with 400, never every user or a 503", async () => {
     for (const limit of ["-1", "0", "1.5", "1001", "abc", ""]) {
       const res = await admin(`/users?limit=${limit}`);

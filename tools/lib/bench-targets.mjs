@@ -101,26 +101,30 @@ export async function keywayTarget(
  * Another checkout of Keyway (its node_modules installed or linked), started by its own
  * tools/lib/k6-stack.mjs with its own load policy, and loaded by its own k6/full-login.js.
  * @param {string} dir @param {boolean} [inspect] open its V8 inspector, for the profiled rung
+ * @param {boolean} [productionShaped] started as `SHAPED=1` starts this checkout (its own k6-stack must take the option)
  * @returns {Promise<Target>}
  */
-export async function baselineTarget(dir, inspect = true) {
+export async function baselineTarget(dir, inspect = true, productionShaped = false) {
   const root = resolve(dir);
   const lib = join(root, "tools/lib/k6-stack.mjs");
   if (!existsSync(lib)) throw new Error(`BASELINE=${dir}: no tools/lib/k6-stack.mjs there`);
   const theirs = await import(pathToFileURL(lib).href);
   const policy = /** @type {Record<string, unknown>} */ (theirs.raisedPolicy());
   const inspectorPort = inspect ? await freePort() : undefined;
-  const stack = await theirs.startLoadStack({ policy, inspectorPort });
+  const stack = await theirs.startLoadStack({ policy, inspectorPort, productionShaped });
   const commit = await gitShort(root);
   return {
     inspectorPort,
-    name: `baseline ${commit}`,
-    description: `the checkout at ${root} (${commit}), started by its own tools/lib/k6-stack.mjs, loaded by its own k6/full-login.js`,
+    name: `baseline ${commit}${productionShaped ? ", production-shaped" : ""}`,
+    description: `the checkout at ${root} (${commit}), started by its own tools/lib/k6-stack.mjs${productionShaped ? " production-shaped" : ""}, loaded by its own k6/full-login.js`,
     url: stack.url,
     adminToken: stack.adminToken,
     tmp: stack.tmp,
     script: theirs.FULL_LOGIN,
-    env: { USERS: "seeded" },
+    env:
+      productionShaped && stack.workerUrls?.["op-auth"]
+        ? { USERS: "seeded", AUTH_URL: stack.workerUrls["op-auth"], TOKEN_URL: stack.workerUrls["op-token"] }
+        : { USERS: "seeded" },
     pids: workerdPids,
     stats: () => keywayStats(stack.url, stack.adminToken),
     policy,

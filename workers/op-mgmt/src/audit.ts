@@ -286,6 +286,11 @@ export async function auditAdminChanges(c: Context<AppEnv>, next: Next): Promise
   if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS" || c.res.status >= 400) return;
   audit(c, {
     kind: "admin_change",
-    detail: { method: c.req.method, path: new URL(c.req.url).pathname, status: c.res.status },
+    detail: {
+      method: c.req.method,
+      path: new URL(c.req.url).pathname,
+      status: c.res.status,
+      ...(c.get("adminOperator") ? { operator: c.get("adminOperator") } : {}),
+    },
   });
 }

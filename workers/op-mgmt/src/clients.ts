@@ -4,12 +4,13 @@ import {
   authProof,
   createSchema,
   insertClient,
+  newClientSecret,
   PROOF_FIXED,
   patchSchema,
   registrationProblems,
   updateClient,
 } from "../../shared/oauth/client-registration";
-import { type Client, clientFromRow, forgetClient } from "../../shared/oauth/clients";
+import { type Client, clientFromRow, forgetClient, hashClientSecret } from "../../shared/oauth/clients";
 import { OAuthError } from "../../shared/platform/errors";
 import { json } from "../../shared/platform/http";
 import type { AppEnv } from "../../shared/request/context";
@@ -79,6 +80,27 @@ export async function patchClient(c: Context<AppEnv>): Promise<Response> {
   await updateClient(c.env.DB, next);
   await forgetEverywhere(c, id);
   return json(publicClient(await loadClient(c, id)));
+}
+
+/**
+ * `POST /clients/{id}/rotate-secret`: a new secret, shown once; the old one stops working at once (a
+ * client has one secret hash). Only for a client that authenticates with a secret.
+ */
+export async function rotateClientSecret(c: Context<AppEnv>): Promise<Response> {
+  const current = await loadClient(c, c.req.param("id") ?? "");
+  if (authProof(current.token_endpoint_auth_method) !== "secret")
+    throw new OAuthError(
+      "invalid_request",
+      `a ${current.token_endpoint_auth_method} client has no secret to rotate; only client_secret_basic and client_secret_post have one`,
+    );
+  const secret = newClientSecret();
+  await c.env.DB.prepare("UPDATE clients SET secret_hash = ?, updated_at = ? WHERE client_id = ? AND tenant = ?")
+    .bind(await hashClientSecret(secret), Date.now(), current.client_id, current.tenant)
+    .run();
+  await forgetEverywhere(c, current.client_id);
+  return json({ ...publicClient(await loadClient(c, current.client_id)), client_secret: secret }, 200, {
+    "Cache-Control": "no-store",
+  });
 }
 
 export async function deleteClient(c: Context<AppEnv>): Promise<Response> {

@@ -5,7 +5,7 @@ import type { Env } from "../../shared/platform/env";
 import { OAuthError } from "../../shared/platform/errors";
 import { retireDrainedGenerations } from "../../shared/routing/live-shards";
 import { auditAdminChanges } from "./audit";
-import { mountConsole } from "./console";
+import { mountConsole } from "./console/index";
 import { markInterruptedImports } from "./entities/imports";
 import { scheduledRotation } from "./keys";
 import { sweepAuditEvents } from "./retention";
@@ -31,6 +31,9 @@ for (const route of ADMIN_ROUTES)
     const scoped = c.get("tenantRoute").via === "path";
     if ((route.scope === "platform" && scoped) || (route.scope === "scoped" && !scoped))
       throw new OAuthError("not_found", "no such endpoint");
+    // A tenant's key (or a tenant operator in the console) never opens a platform route, at any path.
+    if (route.scope === "platform" && c.get("adminCaller") === "tenant-key")
+      throw new OAuthError("forbidden", "this endpoint takes the platform admin token");
     return route.handler(c, next);
   });
 

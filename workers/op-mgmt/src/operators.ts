@@ -82,8 +82,9 @@ export async function revokeOperator(c: Context<AppEnv>): Promise<Response> {
 }
 
 /** The grants of an address: null when it has none, "all" for a deployment operator, else tenant ids. */
-export async function operatorScope(c: Context<AppEnv>, email: string): Promise<"all" | string[] | null> {
-  const { results } = await c.env.DB.prepare("SELECT tenant FROM operators WHERE email = ?")
+export async function operatorScope(db: D1Database, email: string): Promise<"all" | string[] | null> {
+  const { results } = await db
+    .prepare("SELECT tenant FROM operators WHERE email = ?")
     .bind(email)
     .all<{ tenant: string | null }>();
   if (results.length === 0) return null;

@@ -204,8 +204,8 @@ export async function appendGeneration(c: Context<AppEnv>): Promise<Response> {
 
 /**
  * Appends a generation of `shards` to `store` (the admin API and the controller): its index follows
- * every generation SHARDS and D1 hold; it is issued into from `shard_config_cache_seconds` plus a
- * minute on. `conflict` while the store's newest generation is still pending, or when another append
+ * every generation SHARDS and D1 hold; it is issued into from `shard_config_cache_seconds` plus
+ * `shard_issue_margin_seconds` (a minute) on. `conflict` while the store's newest generation is still pending, or when another append
  * won the race.
  */
 export async function appendShardGeneration(
@@ -238,7 +238,7 @@ export async function appendShardGeneration(
       `${store} has ${generation - firstLive} live generations, the most ids can tell apart; ` +
         "append once the oldest is drained (GET /admin/v1/shards: first_live_generation)",
     );
-  const issueFrom = now + (config.POLICY.shard_config_cache_seconds + 60) * 1000;
+  const issueFrom = now + (config.POLICY.shard_config_cache_seconds + config.POLICY.shard_issue_margin_seconds) * 1000;
   const { meta } = await env.DB.prepare(
     "INSERT INTO shard_generations (store, gen, shards, issue_from, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
   )

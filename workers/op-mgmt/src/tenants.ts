@@ -24,6 +24,7 @@ import {
   tenantSettingsSchema,
   tenantView,
 } from "../../shared/tenancy/tenants";
+import { consoleCallerOf } from "./console/caller";
 import { body, queryLimit } from "./validation";
 
 /**
@@ -373,6 +374,18 @@ const unauthorized = () =>
  * in D1 on every call (admin traffic is light), so a revoked key stops at once everywhere.
  */
 export async function requireAdminOrTenantKey(c: Context<AppEnv>, next: Next): Promise<void> {
+  const operator = consoleCallerOf(c.req.raw);
+  if (operator) {
+    // A console page acting for an operator (console/caller.ts): a deployment operator acts as the
+    // platform, a tenant operator as that tenant's admin key would, on its tenants only.
+    const route = c.get("tenantRoute");
+    const tenant = route.via === "path" ? route.tenant : DEFAULT_TENANT;
+    if (operator.scope !== "all" && !operator.scope.includes(tenant))
+      throw new OAuthError("forbidden", "this operator does not manage that tenant");
+    c.set("adminCaller", operator.scope === "all" ? "platform" : "tenant-key");
+    c.set("adminOperator", operator.email);
+    return next();
+  }
   const m = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "");
   const presented = m?.[1] ?? "";
   if (m && timingSafeEqualString(presented, c.get("config").ADMIN_TOKEN)) {

@@ -112,7 +112,12 @@ export async function patchUser(c: Context<AppEnv>): Promise<Response> {
   return json((await lastLogins(c, [row]))[0]);
 }
 
+/** At most this many ids in one `GET /users?ids=` (an organization's page of members is 50). */
+export const MAX_IDS = 200;
+
 export async function listUsers(c: Context<AppEnv>): Promise<Response> {
+  const ids = c.req.query("ids");
+  if (ids !== undefined) return usersByIds(c, ids);
   const q = c.req.query("email");
   if (q !== undefined) {
     const e = normalizeEmail(q);
@@ -127,6 +132,26 @@ export async function listUsers(c: Context<AppEnv>): Promise<Response> {
     .all<User>();
   const last = results.at(-1);
   return json({ users: await lastLogins(c, results), next: results.length === limit && last ? last.id : null });
+}
+
+/**
+ * `GET /users?ids=a,b,c`: the users with those ids (comma-separated, up to MAX_IDS), in the order
+ * asked; an id with no user in this tenant is left out. One D1 read, keyed by the list (CROSS JOIN:
+ * the list drives, each id a seek of the primary key), for a page that names many users at once
+ * (an organization's members in the console).
+ */
+async function usersByIds(c: Context<AppEnv>, raw: string): Promise<Response> {
+  if (c.req.query("email") !== undefined || c.req.query("after") !== undefined)
+    throw new OAuthError("invalid_request", "ids takes neither email nor after");
+  const ids = [...new Set(raw.split(",").filter(Boolean))];
+  if (ids.length === 0 || ids.length > MAX_IDS || ids.some((id) => !/^[A-Za-z0-9_-]{1,100}$/.test(id)))
+    throw new OAuthError("invalid_request", `ids is 1 to ${MAX_IDS} user ids, comma-separated`);
+  const { results } = await c.env.DB.prepare(
+    "SELECT u.* FROM json_each(?) AS j CROSS JOIN users AS u ON u.id = j.value AND u.tenant = ? ORDER BY j.key",
+  )
+    .bind(JSON.stringify(ids), c.get("config").TENANT)
+    .all<User>();
+  return json({ users: await lastLogins(c, results) });
 }
 
 /**

@@ -42,13 +42,17 @@ export function isolateSnapshot(): IsolateCounters {
 }
 
 const counted = new WeakMap<object, Env>();
+const countingEnvs = new WeakSet<object>();
 
 /** The env with its D1 binding metered (d1-meter.ts): statements, rows read and rows written. */
 export function countingEnv(env: Env): Env {
+  // The console dispatches into op-mgmt's own app with the env it holds: counted once, not twice.
+  if (countingEnvs.has(env)) return env;
   const hit = counted.get(env);
   if (hit) return hit;
   const out = { ...env, DB: meteredD1(env.DB, isolateCounters) } as Env;
   counted.set(env, out);
+  countingEnvs.add(out);
   return out;
 }
 

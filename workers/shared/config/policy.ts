@@ -147,6 +147,12 @@ export const policyFields = z.object({
    */
   shard_config_cache_seconds: z.number().int().min(1).max(300).default(30),
   /**
+   * A new generation's `issue_from` is `shard_config_cache_seconds` plus this ahead of its append:
+   * the margin for isolates whose clocks or D1 reads lag. A minute in a deployment; a single-machine
+   * test stack (npm run smoke) lowers it so a live change is seen in seconds.
+   */
+  shard_issue_margin_seconds: z.number().int().min(2).max(3600).default(60),
+  /**
    * Issue 24: when an entity shard of the current generation holds more than this (bytes of SQLite),
    * op-mgmt's cron appends an entity generation with twice the shards (new entities go there; existing
    * ones stay), or, with the shard controller off, logs an error at every run. A Durable Object's

@@ -289,6 +289,9 @@ export interface DynamicRegistration {
   registration_token_id: string | null;
 }
 
+/** A client secret: shown once (at registration and at each rotation), stored as its hash. */
+export const newClientSecret = () => `kws_${randomToken(32)}`;
+
 /**
  * Writes a new client, validated by `createSchema`: the admin API's registration, and op-auth's
  * dynamic one (`dynamic`), one INSERT. Returns its id and, for the methods that prove one, its
@@ -303,9 +306,7 @@ export async function insertClient(
   const now = Date.now();
   const clientId = `kwc_${randomToken(16)}`;
   // A secret only for the methods that prove one; a private_key_jwt client proves its key instead.
-  const secret = ["none", "private_key_jwt"].includes(input.token_endpoint_auth_method)
-    ? undefined
-    : `kws_${randomToken(32)}`;
+  const secret = ["none", "private_key_jwt"].includes(input.token_endpoint_auth_method) ? undefined : newClientSecret();
   await db
     .prepare(
       `INSERT INTO clients (client_id, tenant, client_name, token_endpoint_auth_method, secret_hash, redirect_uris,

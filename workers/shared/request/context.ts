@@ -20,5 +20,7 @@ export type AppEnv = {
     tenantRoute: TenantRoute;
     /** op-mgmt: who called, the platform's admin token or a tenant's admin key. */
     adminCaller?: "platform" | "tenant-key";
+    /** op-mgmt: the console operator a request acts for (audited), when it came from the console. */
+    adminOperator?: string;
   };
 };

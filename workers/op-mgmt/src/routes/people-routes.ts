@@ -72,9 +72,9 @@ export const PEOPLE_ROUTES: readonly AdminRoute[] = [
   {
     method: "get",
     path: "/admin/v1/users",
-    summary: "Find a user by email, or list users by id",
+    summary: "Find a user by email, read up to 200 users by id (ids=a,b,c), or list users by id",
     handler: listUsers,
-    query: ["email", "limit", "after"],
+    query: ["email", "ids", "limit", "after"],
     scope: "tenant",
   },
   { method: "get", path: "/admin/v1/users/:id", summary: "Read a user", handler: getUser, scope: "tenant" },

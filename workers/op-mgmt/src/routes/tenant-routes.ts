@@ -1,5 +1,5 @@
 import { createSchema, patchSchema } from "../../../shared/oauth/client-registration";
-import { createClient, deleteClient, getClient, listClients, patchClient } from "../clients";
+import { createClient, deleteClient, getClient, listClients, patchClient, rotateClientSecret } from "../clients";
 import {
   createRegistrationToken,
   listRegistrationTokens,
@@ -193,6 +193,13 @@ export const TENANT_ROUTES: readonly AdminRoute[] = [
     summary: "Change a client's fields",
     handler: patchClient,
     body: patchSchema,
+    scope: "tenant",
+  },
+  {
+    method: "post",
+    path: "/admin/v1/clients/:id/rotate-secret",
+    summary: "A new client secret, shown once; the old one stops working at once (secret clients only)",
+    handler: rotateClientSecret,
     scope: "tenant",
   },
   {

@@ -43,6 +43,7 @@ const ADMIN_CHANGES: [string, RegExp, WebhookEventType][] = [
   ["POST", /^\/admin\/v1\/users\/([^/]+)\/revoke$/, "user.revoked"],
   ["POST", /^\/admin\/v1\/clients$/, "client.created"],
   ["PATCH", /^\/admin\/v1\/clients\/([^/]+)$/, "client.updated"],
+  ["POST", /^\/admin\/v1\/clients\/([^/]+)\/rotate-secret$/, "client.updated"],
   ["DELETE", /^\/admin\/v1\/clients\/([^/]+)$/, "client.deleted"],
 ];
 

@@ -1,16 +1,20 @@
-import type { Context, Hono } from "hono";
+import type { Context } from "hono";
 import { jwtVerify } from "jose";
-import { base64url, randomToken, seal, timingSafeEqualString, unseal } from "../../../durable-objects/contract/crypto";
-import { log } from "../../../durable-objects/contract/log";
-import { escapeHtml } from "../../shared/branding/html";
-import type { Config } from "../../shared/config/config";
-import { forgetClient } from "../../shared/oauth/clients";
-import { keyRing } from "../../shared/oauth/keys";
-import { normalizeEmail } from "../../shared/people/email";
-import { pageSecurityHeaders } from "../../shared/platform/http";
-import type { AppEnv } from "../../shared/request/context";
-import { DEFAULT_TENANT } from "../../shared/routing/tenant-route";
-import { operatorScope } from "./operators";
+import {
+  base64url,
+  randomToken,
+  seal,
+  timingSafeEqualString,
+  unseal,
+} from "../../../../durable-objects/contract/crypto";
+import { log } from "../../../../durable-objects/contract/log";
+import type { Config } from "../../../shared/config/config";
+import { forgetClient } from "../../../shared/oauth/clients";
+import { keyRing } from "../../../shared/oauth/keys";
+import { normalizeEmail } from "../../../shared/people/email";
+import { DEFAULT_TENANT } from "../../../shared/routing/tenant-route";
+import type { ConsoleEnv } from "./env";
+import { renderMessagePage } from "./layout";
 
 /**
  * The operators' web console (issue 43, CONTRACT §11), first slice: `/console` on the default
@@ -34,7 +38,7 @@ const LOGIN_SECONDS = 10 * 60;
 const SESSION_AAD = "keyway-console-session";
 const LOGIN_AAD = "keyway-console-login";
 
-interface Session {
+export interface Session {
   email: string;
   /** Bound to the session: the sign-out form's CSRF token. */
   csrf: string;
@@ -56,7 +60,7 @@ function cookie(config: Config, name: string, value: string, maxAge: number): st
   return `${name}=${value}; Path=/console; HttpOnly; SameSite=Lax; Max-Age=${maxAge}${secure}`;
 }
 
-function readCookie(c: Context<AppEnv>, name: string): string | null {
+function readCookie(c: Context<ConsoleEnv>, name: string): string | null {
   for (const part of (c.req.header("cookie") ?? "").split(";")) {
     const eq = part.indexOf("=");
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
@@ -64,7 +68,11 @@ function readCookie(c: Context<AppEnv>, name: string): string | null {
   return null;
 }
 
-async function openSealed<T extends { exp: number }>(c: Context<AppEnv>, name: string, aad: string): Promise<T | null> {
+export async function openSealed<T extends { exp: number }>(
+  c: Context<ConsoleEnv>,
+  name: string,
+  aad: string,
+): Promise<T | null> {
   const raw = readCookie(c, name);
   if (!raw || raw.length > 4096) return null;
   const opened = await unseal(material(c.get("config")), raw, aad);
@@ -86,7 +94,7 @@ async function s256(verifier: string): Promise<string> {
  * only where a sign-in starts, never on the login path itself. An isolate that cached it as missing
  * would hold that for `client_cache_seconds` at most.
  */
-async function ensureConsoleClient(c: Context<AppEnv>): Promise<void> {
+async function ensureConsoleClient(c: Context<ConsoleEnv>): Promise<void> {
   const config = c.get("config");
   const uris = JSON.stringify([redirectUri(config)]);
   const row = await c.env.DB.prepare("SELECT redirect_uris, tenant FROM clients WHERE client_id = ?")
@@ -108,7 +116,7 @@ async function ensureConsoleClient(c: Context<AppEnv>): Promise<void> {
 }
 
 /** A sign-in starts: state, nonce and PKCE verifier sealed in a short-lived cookie, then Keyway's own /authorize. */
-async function startSignIn(c: Context<AppEnv>): Promise<Response> {
+export async function startSignIn(c: Context<ConsoleEnv>): Promise<Response> {
   const config = c.get("config");
   await ensureConsoleClient(c);
   const login: LoginState = {
@@ -139,7 +147,7 @@ async function startSignIn(c: Context<AppEnv>): Promise<Response> {
 }
 
 /** The code, redeemed at Keyway's token endpoint; the ID token's verified email, or null. */
-async function redeem(c: Context<AppEnv>, code: string, login: LoginState): Promise<string | null> {
+async function redeem(c: Context<ConsoleEnv>, code: string, login: LoginState): Promise<string | null> {
   const config = c.get("config");
   const tokenEndpoint = c.env.OP_TOKEN;
   if (!tokenEndpoint) {
@@ -178,97 +186,15 @@ async function redeem(c: Context<AppEnv>, code: string, login: LoginState): Prom
   }
 }
 
-const STYLE = `
-body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1b1f24;background:#f3f4f6}
-header,main,footer{max-width:760px;margin:0 auto;padding:16px 20px}
-header{display:flex;justify-content:space-between;align-items:center;gap:12px;flex-wrap:wrap}
-.product{font-weight:600;color:#374151;margin:0}
-main{background:#fff;border-radius:12px;box-shadow:0 1px 3px #0000001f}
-h1{font-size:24px;margin:0 0 12px}
-ul.tenants{list-style:none;padding:0;margin:0}
-ul.tenants li{padding:10px 0;border-top:1px solid #e5e7eb}
-.id{font-family:ui-monospace,monospace;color:#4b5563;font-size:14px}
-button{font:inherit;cursor:pointer;padding:6px 12px;border:1px solid #1d4ed8;border-radius:8px;background:#fff;color:#1d4ed8}
-:focus-visible{outline:3px solid #1d4ed8;outline-offset:2px}
-p{color:#374151}`;
+/** The console session of this request, or null (none, forged, or past its 8 hours). */
+export const openSession = (c: Context<ConsoleEnv>) => openSealed<Session>(c, SESSION_COOKIE, SESSION_AAD);
 
-function consolePage(
-  config: Config,
-  o: { title: string; main: string; email?: string; csrf?: string; status?: number },
-) {
-  const nonce = randomToken(16);
-  const signOut =
-    o.email !== undefined && o.csrf !== undefined
-      ? `<form method="post" action="/console/logout"><input type="hidden" name="csrf" value="${escapeHtml(o.csrf)}">
-<span>${escapeHtml(o.email)}</span> <button type="submit">Sign out</button></form>`
-      : "";
-  const html = `<!doctype html><html lang="en" dir="ltr"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width,initial-scale=1"><title>${escapeHtml(o.title)} · ${escapeHtml(config.ISSUER_NAME)} console</title>
-<style nonce="${nonce}">${STYLE}</style></head><body>
-<header><p class="product">${escapeHtml(config.ISSUER_NAME)} console</p>${signOut ? `<nav aria-label="Account">${signOut}</nav>` : ""}</header>
-<main><h1>${escapeHtml(o.title)}</h1>${o.main}</main></body></html>`;
-  return new Response(html, { status: o.status ?? 200, headers: pageSecurityHeaders(nonce) });
-}
-
-/** The tenants an operator may manage, by name: every live one for a deployment operator, else its grants. */
-async function tenantsFor(c: Context<AppEnv>, scope: "all" | string[]): Promise<{ id: string; name: string }[]> {
-  const config = c.get("config");
-  const own = { id: DEFAULT_TENANT, name: config.ISSUER_NAME };
-  if (scope === "all") {
-    const { results } = await c.env.DB.prepare(
-      "SELECT id, name FROM tenants WHERE status != 'deleted' ORDER BY id LIMIT 1000",
-    ).all<{ id: string; name: string }>();
-    return [own, ...results];
-  }
-  const ids = scope.filter((id) => id !== DEFAULT_TENANT);
-  const { results } = ids.length
-    ? await c.env.DB.prepare(
-        `SELECT id, name FROM tenants WHERE status != 'deleted' AND id IN (${ids.map(() => "?").join(",")}) ORDER BY id`,
-      )
-        .bind(...ids)
-        .all<{ id: string; name: string }>()
-    : { results: [] };
-  return [...(scope.includes(DEFAULT_TENANT) ? [own] : []), ...results];
-}
-
-async function home(c: Context<AppEnv>): Promise<Response> {
-  const config = c.get("config");
-  const session = await openSealed<Session>(c, SESSION_COOKIE, SESSION_AAD);
-  if (!session) return startSignIn(c);
-  // The grant is read on every page: a removed operator loses the console at once.
-  const scope = await operatorScope(c, session.email);
-  if (!scope)
-    return consolePage(config, {
-      title: "No access",
-      main: `<p>The address you signed in with has no access to this console. Ask an operator of this deployment to grant it.</p>`,
-      email: session.email,
-      csrf: session.csrf,
-      status: 403,
-    });
-  const tenants = await tenantsFor(c, scope);
-  const items = tenants
-    .map((t) => `<li><bdi>${escapeHtml(t.name)}</bdi> <span class="id">${escapeHtml(t.id)}</span></li>`)
-    .join("");
-  return consolePage(config, {
-    title: "Tenants",
-    main: `<p>${scope === "all" ? "You operate the whole deployment." : "You operate these tenants."}</p>
-<ul class="tenants" aria-label="Tenants you may manage">${items}</ul>`,
-    email: session.email,
-    csrf: session.csrf,
-  });
-}
-
-async function callback(c: Context<AppEnv>): Promise<Response> {
+export async function callback(c: Context<ConsoleEnv>): Promise<Response> {
   const config = c.get("config");
   const login = await openSealed<LoginState>(c, LOGIN_COOKIE, LOGIN_AAD);
   const state = c.req.query("state") ?? "";
   const code = c.req.query("code");
-  const failed = () =>
-    consolePage(config, {
-      title: "Sign-in failed",
-      main: `<p>The sign-in could not be completed. <a href="/console">Sign in again</a>.</p>`,
-      status: 400,
-    });
+  const failed = () => renderMessagePage(c, { kind: "signInFailed", status: 400 });
   if (!login || !code || !timingSafeEqualString(state, login.state)) return failed();
   const email = await redeem(c, code, login);
   if (!email) return failed();
@@ -282,28 +208,13 @@ async function callback(c: Context<AppEnv>): Promise<Response> {
   return new Response(null, { status: 303, headers });
 }
 
-async function logout(c: Context<AppEnv>): Promise<Response> {
-  const config = c.get("config");
-  const session = await openSealed<Session>(c, SESSION_COOKIE, SESSION_AAD);
+export async function logout(c: Context<ConsoleEnv>): Promise<Response> {
+  const session = await openSession(c);
   const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
   const csrf = typeof form.csrf === "string" ? form.csrf : "";
   if (!session || !timingSafeEqualString(csrf, session.csrf))
-    return consolePage(config, {
-      title: "Not signed out",
-      main: `<p>This sign-out was not sent from your console page. <a href="/console">Back to the console</a>.</p>`,
-      status: 403,
-    });
-  const res = consolePage(config, {
-    title: "Signed out",
-    main: `<p>You have signed out of the console. <a href="/console">Sign in again</a>.</p>`,
-  });
-  res.headers.append("Set-Cookie", cookie(config, SESSION_COOKIE, "", 0));
+    return renderMessagePage(c, { kind: "notSignedOut", status: 403 });
+  const res = renderMessagePage(c, { kind: "signedOut" });
+  res.headers.append("Set-Cookie", cookie(c.get("config"), SESSION_COOKIE, "", 0));
   return res;
-}
-
-/** Mounts `/console`, `/console/callback` and `/console/logout` on op-mgmt. */
-export function mountConsole(app: Hono<AppEnv>): void {
-  app.get("/console", home);
-  app.get("/console/callback", callback);
-  app.post("/console/logout", logout);
 }
