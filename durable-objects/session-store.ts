@@ -111,14 +111,15 @@ export class SessionStore extends ShardStore {
 
   /**
    * Ends a session; returns its public `sid` so the caller can revoke the tokens of its logins. The
-   * row stays, expired, until its bucket is dropped (issue 44: it may still carry its login's events
-   * to D1; an update is one billed row, as the delete was).
+   * row stays, expired and emptied of the person (address and subject), until its bucket is dropped
+   * (issue 44: it may still carry its login's events to D1; an update is one billed row, as the delete
+   * was).
    */
   endSession(sessionHash: string): string | null {
     for (const t of this.buckets.tables("sessions")) {
       const row = this.sql
         .exec<{ sid: string }>(
-          `UPDATE ${t} SET expires_at = 0 WHERE session_hash = ? AND expires_at > 0 RETURNING sid`,
+          `UPDATE ${t} SET expires_at = 0, email = '', sub = '' WHERE session_hash = ? AND expires_at > 0 RETURNING sid`,
           sessionHash,
         )
         .toArray()[0];
