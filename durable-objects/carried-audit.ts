@@ -10,7 +10,7 @@ import type { AuditEvent } from "./contract/verbs";
  * its own, and a flush no row per event: nothing is deleted, the row goes with its expiry bucket.
  *
  * The last record of a login is due first (the family 5 s after it is made), the earlier ones later
- * (a session once its code could no longer be redeemed, a code at its expiry), so a login's events
+ * (a session 20 s after it is made, a code at its expiry), so a login's events
  * reach D1 once, as one row (contract/audit-trail.ts writeAuditGroups), and an earlier record's flush
  * finds them there and writes nothing. A login that stops half-way is written by the last record it
  * made, when that one is due.

@@ -133,7 +133,11 @@ function rowsOf(groups: AuditRow[][]): RowPlan[] {
   const rows = new Map<string, RowPlan>();
   for (const group of groups) {
     const bySubject = new Map<string, RowPlan>();
-    for (const e of [...group].sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : 1))) {
+    // In the group's own order, not by time: every record of a login carries its events in the order
+    // the login made them, so each record's flush names the same anchor for a subject, whatever the
+    // clocks of the machines that stamped them (two events of one millisecond, or a skewed clock,
+    // would otherwise anchor two copies of a login's row).
+    for (const e of group) {
       const subject = subjectOf(e);
       const plan = bySubject.get(subject);
       if (!plan) bySubject.set(subject, { tenant: e.tenant ?? "default", subject, anchor: e, more: [] });

@@ -68,6 +68,44 @@ describe("audit events in D1, by month", () => {
     ]);
   });
 
+  it("writes a login's events once, as one row, whichever of its records flushes first, even when its events share a millisecond", async () => {
+    const tag = `login-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+    const now = Date.now();
+    // One millisecond for all three, ids that sort against the login's order: the anchor must not
+    // depend on the clocks (issue 44's carried events: each record flushes the events it carries).
+    const sent = { ...row(`${tag}-z`, now, `${tag}-u`, "e"), kind: "code_sent" };
+    const signIn = row(`${tag}-m`, now, `${tag}-u`, "e");
+    const issued = { ...row(`${tag}-a`, now, `${tag}-u`, "e"), kind: "token_issued" };
+    const meter = newD1Meter();
+    const db = meteredD1(env.DB, meter);
+    // The family (all three) first, then the session (two), then the address's row (one).
+    await writeAuditGroups(db, [[sent, signIn, issued]]);
+    const after = meter.rows_written;
+    await writeAuditGroups(db, [[sent, signIn]]);
+    await writeAuditGroups(db, [[sent]]);
+    expect(meter.rows_written).toBe(after);
+    // And the other way round: each later record adds only what the row lacks, to the same row.
+    const tag2 = `b-${tag}`;
+    const sent2 = { ...sent, id: `${tag2}-z` };
+    const signIn2 = { ...signIn, id: `${tag2}-m` };
+    const issued2 = { ...issued, id: `${tag2}-a` };
+    await writeAuditGroups(db, [[sent2]]);
+    await writeAuditGroups(db, [[sent2, signIn2]]);
+    await writeAuditGroups(db, [[sent2, signIn2, issued2]]);
+    const month = monthOf(now);
+    for (const t of [tag, tag2]) {
+      const { results } = await env.DB.prepare(`SELECT id, more FROM ${eventsTable(month)} WHERE id LIKE ?`)
+        .bind(`${t}-%`)
+        .all<{ id: string; more: string | null }>();
+      expect(results).toHaveLength(1);
+      expect(results[0]?.id).toBe(`${t}-z`);
+      expect((JSON.parse(results[0]?.more ?? "[]") as { id: string }[]).map((e) => e.id).sort()).toEqual([
+        `${t}-a`,
+        `${t}-m`,
+      ]);
+    }
+  });
+
   it("a user's or an address's events are a range of the month's key; the tenant's trail a range of its pages' key", async () => {
     const month = monthOf(Date.now());
     await written([row(`plan-${Date.now()}`, Date.now(), "u", null)]);
