@@ -1,4 +1,4 @@
-import { type AuditRow, auditWrites } from "./contract/audit-trail";
+import { type AuditRow, writeAuditGroups } from "./contract/audit-trail";
 import type { AuditEvent } from "./contract/verbs";
 
 /** A flush runs this long after the first buffered event... */
@@ -204,13 +204,16 @@ export class AuditOutbox {
   }
 }
 
-/** One D1 batch: the events, into their months' tables (durable-objects/contract/audit-trail.ts). */
+/** The events, each alone, into their months' tables (durable-objects/contract/audit-trail.ts). */
 async function writeToD1(db: D1Database, rows: OutboxRow[]): Promise<void> {
-  await db.batch(auditWrites(db, rows as unknown as AuditRow[]));
+  await writeAuditGroups(
+    db,
+    rows.map((r) => [r as unknown as AuditRow]),
+  );
 }
 
 /** A stored row as the event it was. */
-function eventOf(r: Record<string, SqlStorageValue>): AuditEvent {
+export function eventOf(r: Record<string, SqlStorageValue>): AuditEvent {
   return {
     id: r.id as string,
     at: r.at as number,

@@ -1,3 +1,5 @@
+import { AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
+import type { Carrier } from "./carried-audit";
 import { keepCaptured, readCaptured } from "./challenge/captured-mail";
 import { addCarried, carrySources, carryState, countsToCarry, markCarry, pendingCarries } from "./challenge/carry";
 import { deleteCodes, putBackCode, readCode, spendAttempt, storeCode } from "./challenge/codes";
@@ -36,6 +38,7 @@ import {
   CHALLENGE_SCHEMA,
   CHALLENGE_UPGRADES,
 } from "./challenge/schema";
+import { readSentEvents, withSentEvent } from "./challenge/sent-events";
 import { auditEvent } from "./contract/audit-event";
 import { timingSafeEqualString } from "./contract/crypto";
 import { errorField, log } from "./contract/log";
@@ -60,6 +63,19 @@ import type {
   VerifyResult,
 } from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
+
+/** The address's user as the shard knows it, read only (a sign-in's read extends it: known-users.ts). */
+function knownUserId(sql: SqlStorage, emailKey: string, now: number): string | null {
+  return (
+    sql
+      .exec<{ user_id: string }>(
+        "SELECT user_id FROM known_users WHERE email_key = ? AND expires_at > ?",
+        emailKey,
+        now,
+      )
+      .toArray()[0]?.user_id ?? null
+  );
+}
 
 /**
  * Everything of one email address that a login needs, in the email's shard (keyed by an HMAC of the
@@ -104,6 +120,11 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
   protected expiringTables(): string[] {
     return CHALLENGE_EXPIRING_TABLES;
   }
+
+  /** Issue 44: an address's `code_sent` events ride on its limits row (challenge/sent-events.ts). */
+  protected override carriers(): Carrier[] {
+    return [{ base: "email_limits", key: ["email_key"] }];
+  }
   protected override scanSweptTables(): Record<string, { everyMs: number; keepExpiredMs: number }> {
     return CHALLENGE_SCAN_SWEPT;
   }
@@ -133,15 +154,25 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       return { ok: false, error: "too_many_requests", retry_after: secs(l.sends_reset_at - now) };
 
     const expiresAt = now + p.otp_ttl_seconds * 1000;
+    // Issue 44: the `code_sent` event rides on the limits row this send writes anyway, until the code
+    // is past use (sent-events.ts); it names the address's user when the shard knows it, so that the
+    // login's events are one row of the user's in D1.
+    const due = expiresAt + AUDIT_FLUSH_DELAY_MS;
     this.ctx.storage.transactionSync(() => {
       storeCode(this.sql, emailKey, a.txHash, a.codeMac, expiresAt);
       l.sends += 1;
       l.last_sent_at = now;
-      saveLimits(this.sql, emailKey, l);
+      const sent = a.sent && { ...a.sent, user_id: a.sent.user_id ?? knownUserId(this.sql, emailKey, now) };
+      saveLimits(
+        this.sql,
+        emailKey,
+        l,
+        sent ? { json: withSentEvent(this.sql, emailKey, a.txHash, sent, this.carried.flushedTo()), due } : undefined,
+      );
+      if (sent) this.carried.note("email_limits", [emailKey], due);
       if (a.captured) keepCaptured(this.sql, emailKey, a.captured.sealed, now);
-      if (a.sent) this.recordAudit([a.sent]);
     });
-    await (a.sent ? this.auditFlushSoon() : this.expireAt(expiresAt));
+    await this.expireAt(a.sent ? due : expiresAt);
     return { ok: true, expires_in: p.otp_ttl_seconds, resend_after: p.resend_interval_seconds };
   }
 
@@ -186,10 +217,12 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
           saveHomeReport(this.sql, emailKey, { ...home, home: a.home, reset: 1, reset_source: a.sourceKey }, now);
           owed = true;
         }
+        const carried = readSentEvents(this.sql, emailKey)[a.txHash];
         return {
           status: "ok",
           user: readKnownUser(this.sql, emailKey, now),
           spent: { attempts: c.attempts, expires_at: c.expires_at },
+          ...(carried?.length ? { carried: JSON.stringify(carried) } : {}),
         };
       }
       spendAttempt(this.sql, emailKey, a.txHash);

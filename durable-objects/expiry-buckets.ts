@@ -84,10 +84,17 @@ export class ExpiryBuckets {
     return [...ends.map((end) => `${base}__e${Math.floor(end / 1000)}`).reverse(), base];
   }
 
-  /** Drops every bucket whose end is at or before `now`. Returns the earliest end still ahead, if any. */
-  dropEnded(now: number): number | null {
+  /**
+   * Drops every bucket whose end is at or before `now`, but those of `keep` (rows whose audit events
+   * are not in D1 yet). Returns the earliest end still ahead, if any.
+   */
+  dropEnded(now: number, keep: string[] = []): number | null {
     let next: number | null = null;
     for (const [base, ends] of this.#load()) {
+      if (keep.includes(base)) {
+        if (ends.length) next = Math.min(next ?? Number.POSITIVE_INFINITY, Math.max(ends[0] as number, now + 60_000));
+        continue;
+      }
       while (ends.length && (ends[0] as number) <= now) {
         const end = ends.shift() as number;
         this.sql.exec(`DROP TABLE IF EXISTS ${base}__e${Math.floor(end / 1000)}`);

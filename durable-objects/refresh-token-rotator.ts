@@ -1,3 +1,5 @@
+import { AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
+import type { Carrier } from "./carried-audit";
 import type {
   FamilyGrant,
   RotateRefresh,
@@ -34,7 +36,9 @@ export class RefreshTokenRotator extends ShardStore {
         revoked INTEGER NOT NULL DEFAULT 0,
         expires_at INTEGER NOT NULL,
         rotations INTEGER NOT NULL DEFAULT 0,
-        rotations_reset_at INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`,
+        rotations_reset_at INTEGER NOT NULL DEFAULT 0,
+        audit TEXT,
+        audit_due INTEGER) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS families_exp ON families(expires_at)",
       `CREATE TABLE IF NOT EXISTS spent_tokens (
         token_hash TEXT PRIMARY KEY,
@@ -50,6 +54,9 @@ export class RefreshTokenRotator extends ShardStore {
       families: [
         "ALTER TABLE families ADD COLUMN rotations INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE families ADD COLUMN rotations_reset_at INTEGER NOT NULL DEFAULT 0",
+        // Issue 44: the login's events ride on its family's row (carried-audit.ts).
+        "ALTER TABLE families ADD COLUMN audit TEXT",
+        "ALTER TABLE families ADD COLUMN audit_due INTEGER",
       ],
     };
   }
@@ -61,6 +68,14 @@ export class RefreshTokenRotator extends ShardStore {
   /** Issue 28: a family is one billed row at a login, dropped with its bucket (no index, no later delete). */
   protected override bucketedTables(): string[] {
     return ["families"];
+  }
+
+  /**
+   * Issue 44: a login's events (its `code_sent`, `sign_in` and `token_issued`) ride on its family's
+   * row, the last record the login makes, and are written to D1 from there first.
+   */
+  protected override carriers(): Carrier[] {
+    return [{ base: "families", key: ["family_hash"] }];
   }
 
   /** The table holding a live family, and its row, or null. */
@@ -109,6 +124,7 @@ export class RefreshTokenRotator extends ShardStore {
    */
   async startCodeFamily(a: StartCodeFamily): Promise<StartCodeFamilyResult> {
     const { table, end } = this.bucketFor("families", a.expiresAt, a.now);
+    const due = a.now + AUDIT_FLUSH_DELAY_MS;
     const result = this.ctx.storage.transactionSync((): StartCodeFamilyResult => {
       const found = this.#family<{ revoked: number }>(a.familyHash, a.now, "revoked");
       if (found) {
@@ -119,9 +135,11 @@ export class RefreshTokenRotator extends ShardStore {
         );
         return { status: "reused" };
       }
+      const events = a.issue && a.issued ? [...(a.carried ?? []), a.issued] : null;
       this.sql.exec(
-        `INSERT INTO ${table} (family_hash, grant_json, client_id, current_hash, rotated_at, created_at, expires_at, revoked)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO ${table} (family_hash, grant_json, client_id, current_hash, rotated_at, created_at, expires_at, revoked,
+           audit, audit_due)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         a.familyHash,
         JSON.stringify(a.grant),
         a.grant.client_id,
@@ -130,11 +148,13 @@ export class RefreshTokenRotator extends ShardStore {
         a.now,
         a.expiresAt,
         a.issue ? 0 : 1,
+        events ? JSON.stringify(events) : null,
+        events ? due : null,
       );
-      if (a.issue && a.issued) this.recordAudit([a.issued]);
+      if (events) this.carried.note(table, [a.familyHash], due);
       return { status: "ok" };
     });
-    await (result.status === "ok" && a.issue && a.issued ? this.auditFlushSoon() : this.expireAt(end));
+    await this.expireAt(result.status === "ok" && a.issue && a.issued ? due : end);
     return result;
   }
 
@@ -144,8 +164,14 @@ export class RefreshTokenRotator extends ShardStore {
    */
   withdrawCodeFamily(familyHash: string, eventId: string | null): void {
     this.ctx.storage.transactionSync(() => {
-      for (const t of this.buckets.tables("families"))
-        this.sql.exec(`UPDATE ${t} SET revoked = 1, previous_sealed = NULL WHERE family_hash = ?`, familyHash);
+      // Its events go with it: the earlier ones still ride on the login's session (issue 44).
+      for (const t of this.buckets.tables("families")) {
+        this.sql.exec(
+          `UPDATE ${t} SET revoked = 1, previous_sealed = NULL, audit = NULL, audit_due = NULL WHERE family_hash = ?`,
+          familyHash,
+        );
+        this.carried.forget(t, [familyHash]);
+      }
       if (eventId) this.withdrawAudit(eventId);
     });
   }
@@ -156,8 +182,10 @@ export class RefreshTokenRotator extends ShardStore {
    */
   forgetCodeFamily(familyHash: string, eventId: string): void {
     this.ctx.storage.transactionSync(() => {
-      for (const t of this.buckets.tables("families"))
+      for (const t of this.buckets.tables("families")) {
         this.sql.exec(`DELETE FROM ${t} WHERE family_hash = ?`, familyHash);
+        this.carried.forget(t, [familyHash]);
+      }
       this.withdrawAudit(eventId);
     });
   }

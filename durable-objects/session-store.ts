@@ -1,3 +1,5 @@
+import { AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
+import type { Carrier } from "./carried-audit";
 import type { SessionInfo, StartSession } from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
@@ -18,7 +20,9 @@ export class SessionStore extends ShardStore {
         email TEXT NOT NULL,
         auth_time INTEGER NOT NULL,
         expires_at INTEGER NOT NULL,
-        tx_hash TEXT) WITHOUT ROWID`,
+        tx_hash TEXT,
+        audit TEXT,
+        audit_due INTEGER) WITHOUT ROWID`,
       "CREATE INDEX IF NOT EXISTS sessions_exp ON sessions(expires_at)",
       // Login transactions lived in this table before they were sealed into `tx`; nothing reads it.
       "DROP TABLE IF EXISTS login_tx",
@@ -27,7 +31,14 @@ export class SessionStore extends ShardStore {
 
   protected override upgrades(): Record<string, string[]> {
     // Shards created before sealed transactions have a sessions table without this column.
-    return { sessions: ["ALTER TABLE sessions ADD COLUMN tx_hash TEXT"] };
+    // Issue 44: the login's events ride on the session's row (carried-audit.ts).
+    return {
+      sessions: [
+        "ALTER TABLE sessions ADD COLUMN tx_hash TEXT",
+        "ALTER TABLE sessions ADD COLUMN audit TEXT",
+        "ALTER TABLE sessions ADD COLUMN audit_due INTEGER",
+      ],
+    };
   }
 
   protected override indexes(): string[] {
@@ -44,6 +55,11 @@ export class SessionStore extends ShardStore {
     return ["sessions"];
   }
 
+  /** Issue 44: the login's events so far (its `code_sent`, its `sign_in`) ride on the session's row. */
+  protected override carriers(): Carrier[] {
+    return [{ base: "sessions", key: ["session_hash"] }];
+  }
+
   /**
    * Stores the session a verified login made, when its `redirect_to` is followed. False when the
    * transaction already made a session (a replayed or raced `redirect_to`): nothing is written. The
@@ -52,13 +68,16 @@ export class SessionStore extends ShardStore {
    */
   async startSession(a: StartSession): Promise<boolean> {
     const { table, end } = this.bucketFor("sessions", a.session.expires_at, a.now);
+    const due = a.auditDue ?? a.now + AUDIT_FLUSH_DELAY_MS;
     const done = this.ctx.storage.transactionSync(() => {
       for (const t of this.buckets.tables("sessions"))
         if (this.sql.exec(`SELECT 1 FROM ${t} WHERE session_hash = ?`, a.sessionHash).toArray().length) return false;
       // A transaction begun before sessions were keyed by it (its row is in the table before buckets).
       if (this.sql.exec("SELECT 1 FROM sessions WHERE tx_hash = ?", a.txHash).toArray().length) return false;
+      const events = a.signIn ? [...(a.carried ?? []), a.signIn] : null;
       this.sql.exec(
-        `INSERT INTO ${table} (session_hash, sid, sub, email, auth_time, expires_at, tx_hash) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO ${table} (session_hash, sid, sub, email, auth_time, expires_at, tx_hash, audit, audit_due)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         a.sessionHash,
         a.session.sid,
         a.session.sub,
@@ -66,11 +85,13 @@ export class SessionStore extends ShardStore {
         a.session.auth_time,
         a.session.expires_at,
         a.txHash,
+        events ? JSON.stringify(events) : null,
+        events ? due : null,
       );
-      if (a.signIn) this.recordAudit([a.signIn]);
+      if (events) this.carried.note(table, [a.sessionHash], due);
       return true;
     });
-    if (done) await (a.signIn ? this.auditFlushSoon() : this.expireAt(end));
+    if (done) await this.expireAt(a.signIn ? due : end);
     return done;
   }
 
@@ -88,11 +109,19 @@ export class SessionStore extends ShardStore {
     return null;
   }
 
-  /** Ends a session; returns its public `sid` so the caller can revoke the tokens of its logins. */
+  /**
+   * Ends a session; returns its public `sid` so the caller can revoke the tokens of its logins. The
+   * row stays, expired and emptied of the person (address and subject), until its bucket is dropped
+   * (issue 44: it may still carry its login's events to D1; an update is one billed row, as the delete
+   * was).
+   */
   endSession(sessionHash: string): string | null {
     for (const t of this.buckets.tables("sessions")) {
       const row = this.sql
-        .exec<{ sid: string }>(`DELETE FROM ${t} WHERE session_hash = ? RETURNING sid`, sessionHash)
+        .exec<{ sid: string }>(
+          `UPDATE ${t} SET expires_at = 0, email = '', sub = '' WHERE session_hash = ? AND expires_at > 0 RETURNING sid`,
+          sessionHash,
+        )
         .toArray()[0];
       if (row) return row.sid;
     }

@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { AUDIT_FLUSH_DELAY_MS, AuditOutbox, auditRetryDelay } from "./audit-outbox";
+import { CarriedAudit, type Carrier } from "./carried-audit";
 import { type D1Meter, meteredD1, newD1Meter } from "./contract/d1-meter";
 import { errorField, log } from "./contract/log";
 import type { AuditEvent, ShardStats } from "./contract/verbs";
@@ -67,7 +68,21 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     );
     for (const [base, create] of Object.entries(creates)) if (!create) throw new Error(`no CREATE TABLE for ${base}`);
     this.buckets = new ExpiryBuckets(this.sql, creates);
+    this.carried = new CarriedAudit(this.sql, this.carriers(), (base) =>
+      this.bucketedTables().includes(base) ? this.buckets.tables(base) : [base],
+    );
   }
+
+  /**
+   * Tables whose rows carry a login's audit events (issue 44, carried-audit.ts): each has the
+   * `audit` and `audit_due` columns, in its own layout and its buckets'.
+   */
+  protected carriers(): Carrier[] {
+    return [];
+  }
+
+  /** The carried events waiting in this shard's rows, and their flush (carried-audit.ts). */
+  protected readonly carried: CarriedAudit;
 
   /** Tables kept as expiry buckets (expiry-buckets.ts); each is also in `schema()`, for its older rows. */
   protected bucketedTables(): string[] {
@@ -94,7 +109,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
   }
 
   #makeSchema(sql: SqlStorage): void {
-    const statements = [...this.schema(), this.audit.schema()];
+    const statements = [...this.schema(), this.audit.schema(), CarriedAudit.schema()];
     for (const statement of statements) sql.exec(statement);
     // Every table's DDL, read once (no data is read).
     const ddlOf = new Map(
@@ -106,10 +121,17 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     const upgrades = { ...this.upgrades() };
     upgrades[this.outboxTable()] = [...(upgrades[this.outboxTable()] ?? []), ...this.audit.upgrades()];
     for (const [table, alters] of Object.entries(upgrades)) {
-      const ddl = ddlOf.get(table) ?? "";
-      for (const alter of alters) {
-        const column = /ADD COLUMN (\w+)/.exec(alter)?.[1];
-        if (column && !new RegExp(`\\b${column}\\b`).test(ddl)) sql.exec(alter);
+      // A bucketed table's upgrades apply to its buckets made before them too (expiry-buckets.ts).
+      const tables = this.bucketedTables().includes(table)
+        ? [table, ...[...ddlOf.keys()].filter((t) => t.startsWith(`${table}__e`))]
+        : [table];
+      for (const t of tables) {
+        const ddl = ddlOf.get(t) ?? "";
+        for (const alter of alters) {
+          const column = /ADD COLUMN (\w+)/.exec(alter)?.[1];
+          if (column && !new RegExp(`\\b${column}\\b`).test(ddl))
+            sql.exec(alter.replace(`ALTER TABLE ${table} `, `ALTER TABLE ${t} `));
+        }
       }
     }
     // A table made before its layout changed is rebuilt, then its indexes are made again.
@@ -227,7 +249,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
 
   /** Audit events waiting for the alarm (for tests and stats). */
   auditBacklog(): number {
-    return this.audit.count();
+    return this.audit.count() + this.carried.count();
   }
 
   /**
@@ -249,7 +271,7 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
       d1_rows_written: this.d1.rows_written,
       d1_size_bytes: this.d1.size_bytes,
       pending_deletes: o.pendingDeletes ? this.#pendingDeletes() : 0,
-      audit_events_flushed: this.audit.flushed,
+      audit_events_flushed: this.audit.flushed + this.carried.flushed,
       storage_bytes: this.ctx.storage.sql.databaseSize,
       since: this.startedAt,
     };
@@ -281,14 +303,20 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
       // The events, once in D1, are handed to the webhook queues before they leave the outbox (issue 25).
       const handOff = (events: AuditEvent[]) => handOffToWebhooks(this.env as unknown as WebhookHandOffEnv, events);
       if ((await this.audit.flush(this.env.DB, handOff)) > 0) auditAt = now;
+      // The events carried by this shard's rows (issue 44), written and handed over the same way.
+      const carried = await this.carried.flush(this.env.DB, now);
+      if (carried.length) await handOff(carried);
+      auditAt = Math.min(auditAt, this.carried.nextDue() ?? Number.POSITIVE_INFINITY);
       this.auditFailures = 0;
     } catch (err) {
-      // The events stay in the outbox; back off while D1 fails. Expiry below does not wait for D1.
+      // The events stay in the outbox and the rows; back off while D1 fails. Expiry below does not
+      // wait for D1, except the buckets of rows that carry events (dropped once these are in D1).
       this.auditFailures++;
       log("error", "audit: flush to D1 failed", { error: errorField(err) });
       auditAt = now + auditRetryDelay(this.auditFailures);
     }
-    let sweepAt = this.buckets.dropEnded(now) ?? Number.POSITIVE_INFINITY;
+    const carriers = this.auditFailures > 0 ? this.carriers().map((c) => c.base) : [];
+    let sweepAt = this.buckets.dropEnded(now, carriers) ?? Number.POSITIVE_INFINITY;
     const scanned = this.scanSweptTables();
     for (const table of this.expiringTables()) {
       const scan = scanned[table];
@@ -329,6 +357,7 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
         "scanSweptTables",
         "outboxTable",
         "bucketedTables",
+        "carriers",
         "bucketFor",
         "auditBacklog",
         "alarm",

@@ -52,16 +52,29 @@ export function readLimits(sql: SqlStorage, emailKey: string, now: number): Limi
   return l;
 }
 
-export function saveLimits(sql: SqlStorage, emailKey: string, l: Limits): void {
+export function saveLimits(
+  sql: SqlStorage,
+  emailKey: string,
+  l: Limits,
+  /** Issue 44: the address's carried `code_sent` events (sent-events.ts), written in the same statement. */
+  audit?: { json: string; due: number },
+): void {
+  const carried = audit
+    ? {
+        cols: ", audit, audit_due",
+        vals: ", ?, ?",
+        set: ", audit = excluded.audit, audit_due = MAX(COALESCE(audit_due, 0), excluded.audit_due)",
+      }
+    : { cols: "", vals: "", set: "" };
   sql.exec(
     // An upsert, not INSERT OR REPLACE: a replace deletes and reinserts, writing every index twice.
     `INSERT INTO email_limits (email_key, failures, failures_reset_at, sends, sends_reset_at, last_sent_at, expires_at,
-       consecutive, consecutive_until)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+       consecutive, consecutive_until${carried.cols})
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?${carried.vals})
      ON CONFLICT(email_key) DO UPDATE SET failures = excluded.failures, failures_reset_at = excluded.failures_reset_at,
        sends = excluded.sends, sends_reset_at = excluded.sends_reset_at, last_sent_at = excluded.last_sent_at,
        expires_at = excluded.expires_at, consecutive = excluded.consecutive,
-       consecutive_until = excluded.consecutive_until`,
+       consecutive_until = excluded.consecutive_until${carried.set}`,
     emailKey,
     l.failures,
     l.failures_reset_at,
@@ -71,6 +84,7 @@ export function saveLimits(sql: SqlStorage, emailKey: string, l: Limits): void {
     Math.max(l.failures_reset_at, l.sends_reset_at, l.consecutive_until),
     l.consecutive,
     l.consecutive_until,
+    ...(audit ? [audit.json, audit.due] : []),
   );
 }
 

@@ -32,7 +32,9 @@ export const CHALLENGE_SCHEMA: string[] = [
     last_sent_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL,
     consecutive INTEGER NOT NULL DEFAULT 0,
-    consecutive_until INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`,
+    consecutive_until INTEGER NOT NULL DEFAULT 0,
+    audit TEXT,
+    audit_due INTEGER) WITHOUT ROWID`,
   // No index on expires_at (issue 28: a send writes one billed row less): swept by a scan, hourly,
   // 90 days after expiry, so a returning address overwrites its row instead of deleting and inserting.
   "DROP INDEX IF EXISTS email_limits_exp",
@@ -95,6 +97,9 @@ export const CHALLENGE_UPGRADES: Record<string, string[]> = {
   email_limits: [
     "ALTER TABLE email_limits ADD COLUMN consecutive INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE email_limits ADD COLUMN consecutive_until INTEGER NOT NULL DEFAULT 0",
+    // Issue 44: the address's `code_sent` events ride on its row (sent-events.ts).
+    "ALTER TABLE email_limits ADD COLUMN audit TEXT",
+    "ALTER TABLE email_limits ADD COLUMN audit_due INTEGER",
   ],
   // Shards created before the home counted per source (issue 27 item 5).
   home_reports: [

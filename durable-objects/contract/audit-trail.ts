@@ -43,8 +43,13 @@ export function monthBounds(month: string): { start: number; end: number } {
   return { start: Date.UTC(y, m, 1), end: Date.UTC(y, m + 1, 1) };
 }
 
-/** A page's entry for an event: its key in the month's events table, and its kind. */
-export type PagedEvent = [subject: string, at: number, id: string, kind: string];
+/**
+ * A page's entry for an event: the key of its row in the month's events table, and its kind; for an
+ * event in a row's `more` (issue 44), its own time and id after them.
+ */
+export type PagedEvent =
+  | [subject: string, at: number, id: string, kind: string]
+  | [subject: string, at: number, id: string, kind: string, eventAt: number, eventId: string];
 
 export const eventsTable = (month: string) => `audit_${month}`;
 export const pagesTable = (month: string) => `audit_pages_${month}`;
@@ -69,6 +74,7 @@ function createMonth(month: string): string[] {
       client_id TEXT,
       ip TEXT,
       detail TEXT,
+      more TEXT,
       PRIMARY KEY (tenant, subject, at, id)) WITHOUT ROWID`,
     `CREATE TABLE IF NOT EXISTS ${pagesTable(month)} (
       tenant TEXT NOT NULL,
@@ -82,49 +88,189 @@ function createMonth(month: string): string[] {
 }
 
 /**
- * The statements that write a flush's events: per month, its tables (if new), the events, and one
- * page per tenant and minute. Every insert is OR IGNORE on a key an event or page always has the same
- * way, so a repeated flush writes nothing.
+ * Issue 44: a login's events in one row. The events a login's records carry (durable-objects/carried-audit.ts)
+ * reach D1 together, as a group, from whichever record flushes first: the refresh family carries the
+ * code's `code_sent`, the session's `sign_in` and its own `token_issued`. A group's events of one
+ * subject are one row, keyed by the first of them (its anchor, in the row's own columns); the others
+ * are the row's `more` (a JSON array of events). A login's records carry the same first events, so
+ * every record of a login names the same row: the first to flush writes it, a later one with events
+ * the row lacks adds them (`more`, merged by event id), and one with nothing new writes nothing.
+ * A row's events are at most ROW_SPAN_MS after its anchor (a login's transaction lives at most an hour).
  */
-export function auditWrites(db: D1Database, rows: AuditRow[]): D1PreparedStatement[] {
-  const byMonth = new Map<string, AuditRow[]>();
-  for (const r of rows) {
-    const month = monthOf(r.at);
-    byMonth.set(month, [...(byMonth.get(month) ?? []), r]);
+export const ROW_SPAN_MS = 2 * 3_600_000;
+
+/** An event of a row's `more`, as stored (`detail` as JSON text, as the row's own). */
+type MoreEvent = Omit<AuditRow, "tenant">;
+
+/** Months whose events table this isolate has seen with its `more` column. */
+const monthsWithMore = new Set<string>();
+
+/**
+ * Makes a month's tables, and gives a table made before issue 44 its `more` column (once per isolate
+ * and month: a failed probe is the only sign, so the ALTER runs only when it fails).
+ */
+async function monthReady(db: D1Database, month: string): Promise<void> {
+  if (monthsWithMore.has(month)) return;
+  await db.batch(createMonth(month).map((s) => db.prepare(s)));
+  try {
+    await db.prepare(`SELECT more FROM ${eventsTable(month)} LIMIT 0`).all();
+  } catch {
+    await db.prepare(`ALTER TABLE ${eventsTable(month)} ADD COLUMN more TEXT`).run();
   }
-  const statements: D1PreparedStatement[] = [];
-  for (const [month, events] of byMonth) {
-    for (const create of createMonth(month)) statements.push(db.prepare(create));
-    const withTenant = events.map((e) => ({ ...e, tenant: e.tenant ?? "default", subject: subjectOf(e) }));
-    statements.push(
+  monthsWithMore.add(month);
+}
+
+/** A row to write: its key and anchor, and the other events it must hold. */
+interface RowPlan {
+  tenant: string;
+  subject: string;
+  anchor: AuditRow;
+  more: MoreEvent[];
+}
+
+/** Groups of events (a login's, or one event alone) as the rows they make: per group and subject, one. */
+function rowsOf(groups: AuditRow[][]): RowPlan[] {
+  const rows = new Map<string, RowPlan>();
+  for (const group of groups) {
+    const bySubject = new Map<string, RowPlan>();
+    // In the group's own order, not by time: every record of a login carries its events in the order
+    // the login made them, so each record's flush names the same anchor for a subject, whatever the
+    // clocks of the machines that stamped them (two events of one millisecond, or a skewed clock,
+    // would otherwise anchor two copies of a login's row).
+    for (const e of group) {
+      const subject = subjectOf(e);
+      const plan = bySubject.get(subject);
+      if (!plan) bySubject.set(subject, { tenant: e.tenant ?? "default", subject, anchor: e, more: [] });
+      else if (plan.anchor.id !== e.id && !plan.more.some((m) => m.id === e.id)) plan.more.push(moreOf(e));
+    }
+    for (const plan of bySubject.values()) {
+      const key = `${plan.tenant}\u0000${plan.subject}\u0000${plan.anchor.at}\u0000${plan.anchor.id}`;
+      const seen = rows.get(key);
+      if (!seen) rows.set(key, plan);
+      else for (const m of plan.more) if (!seen.more.some((x) => x.id === m.id)) seen.more.push(m);
+    }
+  }
+  return [...rows.values()];
+}
+
+const moreOf = (e: AuditRow): MoreEvent => ({
+  id: e.id,
+  at: e.at,
+  kind: e.kind,
+  user_id: e.user_id,
+  email_key: e.email_key,
+  client_id: e.client_id,
+  ip: e.ip,
+  detail: e.detail,
+});
+
+/** A row's events: its anchor, then its `more`. */
+export function eventsOfRow<R extends Omit<AuditRow, "tenant"> & { more?: string | null }>(row: R): MoreEvent[] {
+  const { more, ...anchor } = row;
+  const rest = more ? (JSON.parse(more) as MoreEvent[]) : [];
+  return [moreOf({ ...anchor, tenant: null }), ...rest.map((e) => ({ ...e, detail: e.detail ?? null }))];
+}
+
+/**
+ * Writes groups of events to the trail (issue 44): per month, the rows that are missing or lack some
+ * of their events, and one page per tenant and minute listing only the events new to D1. First reads
+ * which rows exist (rows read cost a thousandth of rows written), so a record whose events a later
+ * record of its login already wrote writes nothing. Returns the events new to D1, for the webhook
+ * queues. Two flushes racing on one row both write it, merged by event id; a page may then list an
+ * event twice, which the reader drops.
+ */
+export async function writeAuditGroups(db: D1Database, groups: AuditRow[][]): Promise<AuditRow[]> {
+  const byMonth = new Map<string, RowPlan[]>();
+  for (const plan of rowsOf(groups)) {
+    const month = monthOf(plan.anchor.at);
+    byMonth.set(month, [...(byMonth.get(month) ?? []), plan]);
+  }
+  const fresh: AuditRow[] = [];
+  for (const [month, plans] of byMonth) {
+    await monthReady(db, month);
+    const keys = plans.map((p) => [p.tenant, p.subject, p.anchor.at, p.anchor.id]);
+    const { results: existing } = await db
+      .prepare(
+        `SELECT a.tenant, a.subject, a.at, a.id, a.more FROM json_each(?) AS j CROSS JOIN ${eventsTable(month)} AS a
+         WHERE a.tenant = json_extract(j.value, '$[0]') AND a.subject = json_extract(j.value, '$[1]')
+           AND a.at = json_extract(j.value, '$[2]') AND a.id = json_extract(j.value, '$[3]')`,
+      )
+      .bind(JSON.stringify(keys))
+      .all<{ tenant: string; subject: string; at: number; id: string; more: string | null }>();
+    const stored = new Map(
+      existing.map((r) => [
+        `${r.tenant}\u0000${r.subject}\u0000${r.at}\u0000${r.id}`,
+        new Set([r.id, ...(r.more ? (JSON.parse(r.more) as MoreEvent[]).map((e) => e.id) : [])]),
+      ]),
+    );
+    const writes: { plan: RowPlan; added: PagedEvent[] }[] = [];
+    for (const plan of plans) {
+      const has = stored.get(`${plan.tenant}\u0000${plan.subject}\u0000${plan.anchor.at}\u0000${plan.anchor.id}`);
+      const added: PagedEvent[] = [];
+      if (!has) added.push([plan.subject, plan.anchor.at, plan.anchor.id, plan.anchor.kind]);
+      for (const m of plan.more)
+        if (!has?.has(m.id)) added.push([plan.subject, plan.anchor.at, plan.anchor.id, m.kind, m.at, m.id]);
+      if (added.length === 0) continue;
+      writes.push({ plan, added });
+      if (!has) fresh.push({ ...plan.anchor, tenant: plan.anchor.tenant ?? null });
+      for (const m of plan.more) if (!has?.has(m.id)) fresh.push({ ...m, tenant: plan.anchor.tenant ?? null });
+    }
+    if (writes.length === 0) continue;
+    const rows = writes.map(({ plan }) => ({
+      tenant: plan.tenant,
+      subject: plan.subject,
+      at: plan.anchor.at,
+      id: plan.anchor.id,
+      kind: plan.anchor.kind,
+      user_id: plan.anchor.user_id,
+      email_key: plan.anchor.email_key,
+      client_id: plan.anchor.client_id,
+      ip: plan.anchor.ip,
+      detail: plan.anchor.detail,
+      more: plan.more.length ? JSON.stringify(plan.more) : null,
+    }));
+    const pages = new Map<string, { tenant: string; entries: PagedEvent[] }>();
+    for (const { plan, added } of writes)
+      for (const e of added) {
+        const key = `${plan.tenant} ${Math.floor(atOf(e) / PAGE_SPAN_MS)}`;
+        const page = pages.get(key) ?? { tenant: plan.tenant, entries: [] };
+        page.entries.push(e);
+        pages.set(key, page);
+      }
+    const pageRows = [...pages.values()].map(({ tenant, entries }) => {
+      const sorted = entries.sort((a, b) => atOf(a) - atOf(b) || (idOf(a) < idOf(b) ? -1 : 1));
+      const first = sorted[0] as PagedEvent;
+      return {
+        tenant,
+        at: atOf(sorted.at(-1) as PagedEvent),
+        id: idOf(first),
+        first_at: atOf(first),
+        sign_ins: sorted.filter((e) => e[3] === "sign_in").length,
+        events: JSON.stringify(sorted),
+      };
+    });
+    const table = eventsTable(month);
+    // ON CONFLICT: a row another flush wrote meanwhile gets the events it lacks, merged by id; the
+    // WHERE makes a merge that adds nothing write nothing. (`WHERE true`: SQLite's upsert after a SELECT.)
+    await db.batch([
       db
         .prepare(
-          `INSERT OR IGNORE INTO ${eventsTable(month)} (tenant, subject, at, id, kind, user_id, email_key, client_id, ip, detail)
+          `INSERT INTO ${table} (tenant, subject, at, id, kind, user_id, email_key, client_id, ip, detail, more)
            SELECT json_extract(value, '$.tenant'), json_extract(value, '$.subject'), json_extract(value, '$.at'),
              json_extract(value, '$.id'), json_extract(value, '$.kind'), json_extract(value, '$.user_id'),
              json_extract(value, '$.email_key'), json_extract(value, '$.client_id'), json_extract(value, '$.ip'),
-             json_extract(value, '$.detail')
-           FROM json_each(?)`,
+             json_extract(value, '$.detail'), json_extract(value, '$.more')
+           FROM json_each(?) WHERE true
+           ON CONFLICT (tenant, subject, at, id) DO UPDATE SET more = (
+             SELECT json_group_array(json(v)) FROM (
+               SELECT value AS v FROM json_each(COALESCE(${table}.more, '[]'))
+               UNION ALL
+               SELECT value FROM json_each(COALESCE(excluded.more, '[]'))
+               WHERE json_extract(value, '$.id') NOT IN (SELECT json_extract(value, '$.id') FROM json_each(COALESCE(${table}.more, '[]')))))
+           WHERE EXISTS (SELECT 1 FROM json_each(COALESCE(excluded.more, '[]')) AS n
+             WHERE json_extract(n.value, '$.id') NOT IN (SELECT json_extract(value, '$.id') FROM json_each(COALESCE(${table}.more, '[]'))))`,
         )
-        .bind(JSON.stringify(withTenant)),
-    );
-    const pages = new Map<string, typeof withTenant>();
-    for (const e of withTenant) {
-      const key = `${e.tenant} ${Math.floor(e.at / PAGE_SPAN_MS)}`;
-      pages.set(key, [...(pages.get(key) ?? []), e]);
-    }
-    const pageRows = [...pages.values()].map((page) => {
-      const sorted = [...page].sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : 1));
-      return {
-        tenant: sorted[0]?.tenant,
-        at: sorted.at(-1)?.at,
-        id: sorted[0]?.id,
-        first_at: sorted[0]?.at,
-        sign_ins: sorted.filter((e) => e.kind === "sign_in").length,
-        events: JSON.stringify(sorted.map((e): PagedEvent => [e.subject, e.at, e.id, e.kind])),
-      };
-    });
-    statements.push(
+        .bind(JSON.stringify(rows)),
       db
         .prepare(
           `INSERT OR IGNORE INTO ${pagesTable(month)} (tenant, at, id, first_at, sign_ins, events)
@@ -133,10 +279,14 @@ export function auditWrites(db: D1Database, rows: AuditRow[]): D1PreparedStateme
            FROM json_each(?)`,
         )
         .bind(JSON.stringify(pageRows)),
-    );
+    ]);
   }
-  return statements;
+  return fresh;
 }
+
+/** A page entry's event time and id: its own, for an event of a row's `more` (entries of 6). */
+export const atOf = (e: PagedEvent): number => e[4] ?? e[1];
+export const idOf = (e: PagedEvent): string => e[5] ?? e[2];
 
 /** The months that have tables, newest first. */
 export async function auditMonths(db: D1Database): Promise<string[]> {
@@ -182,14 +332,19 @@ export async function withLastLogin<U extends { id: string; last_login_at: numbe
   let missing = users.map((u) => u.id);
   for (const month of await auditMonths(db)) {
     if (monthBounds(month).end <= floor || missing.length === 0) break;
-    // CROSS JOIN: the list drives, each user a seek of the month's key (tenant, subject).
+    // CROSS JOIN: the list drives, each user a seek of the month's key (tenant, subject). A sign-in
+    // is a row's own event or one of its `more` (issue 44: a login's events are one row).
     const { results } = await db
       .prepare(
-        `SELECT j.value AS id, (SELECT MAX(a.at) FROM ${eventsTable(month)} a
-           WHERE a.tenant = ? AND a.subject = j.value AND a.kind = 'sign_in' AND a.at >= ?) AS at
-         FROM json_each(?) AS j`,
+        `SELECT j.value AS id, NULLIF(MAX(
+           COALESCE((SELECT MAX(a.at) FROM ${eventsTable(month)} a
+             WHERE a.tenant = ?1 AND a.subject = j.value AND a.kind = 'sign_in' AND a.at >= ?2), 0),
+           COALESCE((SELECT MAX(json_extract(m.value, '$.at')) FROM ${eventsTable(month)} a, json_each(COALESCE(a.more, '[]')) m
+             WHERE a.tenant = ?1 AND a.subject = j.value AND a.at >= ?3 AND json_extract(m.value, '$.kind') = 'sign_in'
+               AND json_extract(m.value, '$.at') >= ?2), 0)), 0) AS at
+         FROM json_each(?4) AS j`,
       )
-      .bind(tenant, floor, JSON.stringify(missing))
+      .bind(tenant, floor, floor - ROW_SPAN_MS, JSON.stringify(missing))
       .all<{ id: string; at: number | null }>();
     for (const r of results) if (r.at !== null) latest.set(r.id, r.at);
     missing = missing.filter((id) => !latest.has(id));

@@ -117,6 +117,13 @@ export interface StartSession {
   now: number;
   /** The `sign_in` audit event, written in the same transaction. */
   signIn?: AuditEvent;
+  /** Issue 44: the login's earlier events (its `code_sent`), carried by the session's row with `signIn`. */
+  carried?: AuditEvent[];
+  /**
+   * When the session's shard writes its events to D1 itself: once the code it leads to could no
+   * longer be redeemed (whose family writes them first), or at once when none follows.
+   */
+  auditDue?: number;
 }
 
 // ---- ChallengeStore: an address's one-time code, its limits, captured mail and known user.
@@ -158,7 +165,11 @@ export interface KnownUserFound {
 
 export type VerifyResult =
   /** `spent`: the code as it was, for `restoreCode` should the answer never reach the person. */
-  | { status: "ok"; user: KnownUserFound | null; spent: SpentCode }
+  /**
+   * `carried`: the login's `code_sent` events (JSON of AuditEvent[]: an RPC result must be
+   * serializable, and `detail` is not typed so), for its session and family to carry on (issue 44).
+   */
+  | { status: "ok"; user: KnownUserFound | null; spent: SpentCode; carried?: string }
   /**
    * `counted`: a wrong code against a live code, counted against the address (false when there was no
    * live code to try); `locks`: that failure locked the address (issue 27 item 10: only these are
@@ -445,6 +456,8 @@ export interface StartCodeFamily {
   issue: boolean;
   /** The `token_issued` event, written with a family that issues. */
   issued?: AuditEvent;
+  /** Issue 44: the login's earlier events (`code_sent`, `sign_in`), carried by the family's row with `issued`. */
+  carried?: AuditEvent[];
 }
 
 /** `ok`: made (live when it issues). `reused`: it was live and is now revoked (RFC 6749 §4.1.2). `spent`: the code issued nothing before. */

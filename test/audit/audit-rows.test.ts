@@ -3,11 +3,12 @@ import { describe, expect, it } from "vitest";
 import {
   type AuditRow,
   auditMonths,
-  auditWrites,
   eventsTable,
   monthOf,
   pagesTable,
+  writeAuditGroups,
 } from "../../durable-objects/contract/audit-trail";
+import { meteredD1, newD1Meter } from "../../durable-objects/contract/d1-meter";
 import { sweepAuditEvents } from "../../workers/op-mgmt/src/retention";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEvents } from "../support/harness";
@@ -33,8 +34,14 @@ describe("audit events in D1, by month", () => {
     detail: "{}",
     tenant,
   });
-  const written = async (rows: AuditRow[]) =>
-    (await env.DB.batch(auditWrites(env.DB, rows))).reduce((n, r) => n + r.meta.rows_written, 0);
+  const written = async (rows: AuditRow[]) => {
+    const meter = newD1Meter();
+    await writeAuditGroups(
+      meteredD1(env.DB, meter),
+      rows.map((r) => [r]),
+    );
+    return meter.rows_written;
+  };
 
   it("costs 1 row an event, whatever it names, and 1 page row per tenant and minute; a repeated flush costs nothing", async () => {
     const tag = `rows-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
@@ -61,9 +68,47 @@ describe("audit events in D1, by month", () => {
     ]);
   });
 
+  it("writes a login's events once, as one row, whichever of its records flushes first, even when its events share a millisecond", async () => {
+    const tag = `login-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+    const now = Date.now();
+    // One millisecond for all three, ids that sort against the login's order: the anchor must not
+    // depend on the clocks (issue 44's carried events: each record flushes the events it carries).
+    const sent = { ...row(`${tag}-z`, now, `${tag}-u`, "e"), kind: "code_sent" };
+    const signIn = row(`${tag}-m`, now, `${tag}-u`, "e");
+    const issued = { ...row(`${tag}-a`, now, `${tag}-u`, "e"), kind: "token_issued" };
+    const meter = newD1Meter();
+    const db = meteredD1(env.DB, meter);
+    // The family (all three) first, then the session (two), then the address's row (one).
+    await writeAuditGroups(db, [[sent, signIn, issued]]);
+    const after = meter.rows_written;
+    await writeAuditGroups(db, [[sent, signIn]]);
+    await writeAuditGroups(db, [[sent]]);
+    expect(meter.rows_written).toBe(after);
+    // And the other way round: each later record adds only what the row lacks, to the same row.
+    const tag2 = `b-${tag}`;
+    const sent2 = { ...sent, id: `${tag2}-z` };
+    const signIn2 = { ...signIn, id: `${tag2}-m` };
+    const issued2 = { ...issued, id: `${tag2}-a` };
+    await writeAuditGroups(db, [[sent2]]);
+    await writeAuditGroups(db, [[sent2, signIn2]]);
+    await writeAuditGroups(db, [[sent2, signIn2, issued2]]);
+    const month = monthOf(now);
+    for (const t of [tag, tag2]) {
+      const { results } = await env.DB.prepare(`SELECT id, more FROM ${eventsTable(month)} WHERE id LIKE ?`)
+        .bind(`${t}-%`)
+        .all<{ id: string; more: string | null }>();
+      expect(results).toHaveLength(1);
+      expect(results[0]?.id).toBe(`${t}-z`);
+      expect((JSON.parse(results[0]?.more ?? "[]") as { id: string }[]).map((e) => e.id).sort()).toEqual([
+        `${t}-a`,
+        `${t}-m`,
+      ]);
+    }
+  });
+
   it("a user's or an address's events are a range of the month's key; the tenant's trail a range of its pages' key", async () => {
     const month = monthOf(Date.now());
-    await env.DB.batch(auditWrites(env.DB, [row(`plan-${Date.now()}`, Date.now(), "u", null)]));
+    await written([row(`plan-${Date.now()}`, Date.now(), "u", null)]);
     const plan = async (sql: string) =>
       (
         await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
@@ -88,7 +133,7 @@ describe("audit events in D1, by month", () => {
     const now = Date.now();
     const tag = `drop-${now}`;
     const long = Date.UTC(2020, 0, 15);
-    await env.DB.batch(auditWrites(env.DB, [row(`${tag}-old`, long, tag, null), row(`${tag}-new`, now, tag, null)]));
+    await written([row(`${tag}-old`, long, tag, null), row(`${tag}-new`, now, tag, null)]);
     expect(await auditMonths(env.DB)).toContain("202001");
     const swept = await sweepAuditEvents(env as never, loadConfig(env as never), now);
     expect(swept.months_dropped).toContain("202001");

@@ -3,6 +3,7 @@ import { decodeJwt } from "jose";
 import { describe, expect, it, vi } from "vitest";
 import { AUDIT_FLUSH_DELAY_MS, type AuditBuffer } from "../../durable-objects/audit-buffer";
 import { auditEvent } from "../../durable-objects/contract/audit-event";
+import { eventsTable, monthOf } from "../../durable-objects/contract/audit-trail";
 import type { AuditEvent } from "../../durable-objects/contract/verbs";
 import {
   admin,
@@ -39,6 +40,24 @@ async function flushAll(): Promise<void> {
 type OutboxRow = { kind: string; user_id: string | null; email_key: string | null; detail: string };
 const outbox = (stub: DurableObjectStub) =>
   sql<OutboxRow>(stub, "SELECT kind, user_id, email_key, detail FROM audit_outbox ORDER BY seq");
+
+/** Issue 44: the events a store's rows carry (`audit`), in a table and its expiry buckets. */
+const carried = async (stub: DurableObjectStub, base: string) =>
+  runInDurableObject(stub, (_i, state) => {
+    const out: AuditEvent[] = [];
+    for (const { name } of state.storage.sql
+      .exec<{ name: string }>(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND (name = ? OR name GLOB ?)",
+        base,
+        `${base}__e*`,
+      )
+      .toArray())
+      for (const { audit } of state.storage.sql
+        .exec<{ audit: string | null }>(`SELECT audit FROM ${name} WHERE audit IS NOT NULL`)
+        .toArray())
+        out.push(...(JSON.parse(audit as string) as AuditEvent[]));
+    return out;
+  });
 
 const d1Count = async (where: string, ...binds: unknown[]) =>
   (
@@ -119,31 +138,39 @@ describe("audit trail", () => {
     // Where the code was spent: its refresh family, whose row is the spend (issue 28), in its own shard.
     const codeShard = stubForId("refresh", (tokens.refresh_token as string).split(".")[0] as string);
 
-    // In the shards' outboxes, next to the session and the spent code; no AuditBuffer call, no D1 yet.
-    const signIn = (await outbox(sessionShard)).filter((e) => e.user_id === sub);
+    // Issue 44: on the session's row and the family's (which also carries the session's), no outbox
+    // row, no AuditBuffer call, no D1 yet.
+    const signIn = (await carried(sessionShard, "sessions")).filter((e) => e.user_id === sub);
     expect(signIn.map((e) => e.kind)).toEqual(["sign_in"]);
     // The user's first sign-in created it (a sign-up): the event says so, for the user.created webhook.
-    expect(JSON.parse(signIn[0]?.detail as string)).toEqual({
-      sid: decodeJwt(tokens.id_token).sid,
-      created: true,
-      method: "email_code",
-    });
-    const issued = (await outbox(codeShard)).filter((e) => e.user_id === sub);
-    expect(issued.map((e) => [e.kind, e.detail])).toEqual([["token_issued", '{"grant_type":"authorization_code"}']]);
+    expect(signIn[0]?.detail).toEqual({ sid: decodeJwt(tokens.id_token).sid, created: true, method: "email_code" });
+    const family = (await carried(codeShard, "families")).filter((e) => e.user_id === sub);
+    expect(family.map((e) => [e.kind, e.detail])).toEqual([
+      ["sign_in", signIn[0]?.detail],
+      ["token_issued", { grant_type: "authorization_code" }],
+    ]);
+    expect(await outbox(sessionShard)).toEqual([]);
+    expect(await outbox(codeShard)).toEqual([]);
     expect(await d1Count("user_id = ?", sub)).toBe(0);
-    // Each shard's alarm is due within the flush delay.
-    for (const stub of [sessionShard, codeShard]) {
-      const at = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
-      expect(at).not.toBeNull();
-      expect(at as number).toBeLessThanOrEqual(Date.now() + AUDIT_FLUSH_DELAY_MS);
-    }
+    // The family's alarm is due within the flush delay; the session's later, once the code is past use.
+    const alarmOf = (stub: DurableObjectStub) => runInDurableObject(stub, (_i, state) => state.storage.getAlarm());
+    expect((await alarmOf(codeShard)) as number).toBeLessThanOrEqual(Date.now() + AUDIT_FLUSH_DELAY_MS);
+    expect((await alarmOf(sessionShard)) as number).toBeGreaterThan(Date.now() + AUDIT_FLUSH_DELAY_MS);
 
-    // The alarm moves them to D1 and empties the outbox.
-    await runDurableObjectAlarm(sessionShard);
+    // The family's alarm writes the login's events to D1, as one row of the user's; the session's then
+    // finds them there and writes nothing.
     await runDurableObjectAlarm(codeShard);
     expect(await d1Count("user_id = ?", sub)).toBe(2);
-    expect((await outbox(sessionShard)).filter((e) => e.user_id === sub)).toEqual([]);
-    expect((await outbox(codeShard)).filter((e) => e.user_id === sub)).toEqual([]);
+    const rows = async () =>
+      (
+        await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${eventsTable(monthOf(Date.now()))} WHERE subject = ?`)
+          .bind(sub)
+          .first<{ n: number }>()
+      )?.n;
+    expect(await rows()).toBe(1);
+    await runDurableObjectAlarm(sessionShard);
+    expect(await d1Count("user_id = ?", sub)).toBe(2);
+    expect(await rows()).toBe(1);
   });
 
   it("keeps a store's audit events while D1 fails, and still sweeps expired rows", async () => {

@@ -128,7 +128,15 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
         "SELECT sealed FROM captured WHERE email_key = ?",
         key,
       );
-      const events = await sql<{ kind: string }>(shardStore, "SELECT kind FROM audit_outbox WHERE email_key = ?", key);
+      // Issue 44: the address's limits row carries its code_sent events (no outbox row of their own).
+      const carried = await sql<{ audit: string | null }>(
+        shardStore,
+        "SELECT audit FROM email_limits WHERE email_key = ?",
+        key,
+      );
+      const events = carried.flatMap((r) =>
+        Object.values(JSON.parse(r.audit ?? "{}") as Record<string, { kind: string }[]>).flat(),
+      );
       if (captured.length || events.length) found.push({ shard: s, captured, events: events.map((e) => e.kind) });
     }
     expect(found[0]?.shard).toBe(routeKey(loadConfig(env), "challenge", key, "global").shard);
@@ -645,14 +653,15 @@ describe("EmailCodeVerify (CONTRACT §2.3)", () => {
     expect(newSession).not.toBe(oldSession);
     const { redirect_to } = (await res.json()) as { redirect_to: string };
     expect((await browser.fetch(redirect_to)).status).toBe(302);
-    // The old session is over: gone from storage, and it no longer answers prompt=none.
+    // The old session is over: expired in storage with nothing of the person left (its row may still
+    // carry its login's audit events to D1, issue 44), and it no longer answers prompt=none.
     expect(
       await sql(
         stubForId("session", oldSession),
-        "SELECT * FROM sessions WHERE session_hash = ?",
+        "SELECT expires_at, email, sub FROM sessions WHERE session_hash = ?",
         await sha256(oldSession),
       ),
-    ).toEqual([]);
+    ).toEqual([{ expires_at: 0, email: "", sub: "" }]);
     const stale = new Browser();
     stale.cookies.set("kw_session", oldSession);
     const none = await stale.fetch(

@@ -152,7 +152,7 @@ describe("raising shard counts (a new generation)", () => {
     expect(
       await sql(
         stubForId("session", aSession),
-        "SELECT 1 FROM sessions WHERE session_hash = ?",
+        "SELECT 1 FROM sessions WHERE session_hash = ? AND expires_at > 0",
         await sha256(aSession),
       ),
     ).toEqual([]);

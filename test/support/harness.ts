@@ -614,5 +614,17 @@ export function comparableHeaders(res: Response): [string, string][] {
 export async function auditEvents(db: D1Database = env.DB): Promise<string> {
   const cols = "id, at, kind, user_id, email_key, client_id, ip, detail, tenant";
   const months = await auditMonths(db);
-  return `(SELECT ${cols} FROM audit_events${months.map((m) => ` UNION ALL SELECT ${cols} FROM ${eventsTable(m)}`).join("")}) AS audit_events`;
+  // Issue 44: a row's `more` events are events too.
+  const more = (m: string) =>
+    ` UNION ALL SELECT ${cols
+      .split(", ")
+      .map((c) =>
+        c === "tenant"
+          ? "a.tenant"
+          : c === "detail"
+            ? "json_extract(x.value, '$.detail')"
+            : `json_extract(x.value, '$.${c}')`,
+      )
+      .join(", ")} FROM ${eventsTable(m)} a, json_each(COALESCE(a.more, '[]')) x`;
+  return `(SELECT ${cols} FROM audit_events${months.map((m) => ` UNION ALL SELECT ${cols} FROM ${eventsTable(m)}${more(m)}`).join("")}) AS audit_events`;
 }

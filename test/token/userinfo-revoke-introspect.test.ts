@@ -299,15 +299,16 @@ describe("logout (CONTRACT §3) and user revocation (§5)", () => {
     expect(loc.searchParams.get("state")).toBe("bye-state");
     expect(browser.cookies.has("kw_session")).toBe(false);
 
-    // The session row is gone, the sid is marked, every token of the session is dead (both clients).
+    // The session row is expired and holds nothing of the person (it may still carry its login's audit
+    // events to D1, issue 44), the sid is marked, every token of the session is dead (both clients).
     const { sid } = (await verifyJwt(tokens.id_token)).payload;
     expect(
       await sql(
         stubForId("session", sessionId),
-        "SELECT * FROM sessions WHERE session_hash = ?",
+        "SELECT expires_at, email, sub FROM sessions WHERE session_hash = ?",
         await sha256(sessionId),
       ),
-    ).toEqual([]);
+    ).toEqual([{ expires_at: 0, email: "", sub: "" }]);
     expect(
       await sql(stubForId("revocation", sid as string), "SELECT key FROM revoked WHERE key = ?", `sid:${sid}`),
     ).toHaveLength(1);

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { sha256, timingSafeEqualString } from "../../../durable-objects/contract/crypto";
-import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
+import type { AuditEvent, AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
 import { admitNewWork } from "../../shared/app/app";
 import type { Config } from "../../shared/config/config";
 import { requestAuditEvent } from "../../shared/events/audit";
@@ -224,22 +224,30 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   const sessionHash = sessionId ? await sha256(sessionId.id) : null;
   if (sessionHash === null || !timingSafeEqualString(sessionHash, login.sessionHash))
     throw pageError("err.expired.title", "err.expired.other_browser");
+  const outcome = login.claims;
+  // Issue 44: the session's row carries the login's events so far; when a code follows, its family
+  // carries them on and writes them first, so the session's shard writes them only once that code
+  // could no longer be redeemed.
+  const codeFollows = !login.request.device_user_code && !(outcome && ("denied" in outcome || "pick" in outcome));
+  const signIn = requestAuditEvent(c, {
+    kind: "sign_in",
+    user: login.session.sub,
+    emailKey: login.emailKey,
+    detail: {
+      sid: login.session.sid,
+      ...(login.created ? { created: true } : {}),
+      // Issue 42: how the person signed in (`user.signed_in` carries it).
+      method: login.method,
+    },
+  });
   const started = await shard(c.env, "session", login.id.ref).startSession({
     txHash: login.hash,
     sessionHash,
     session: login.session,
     now,
-    signIn: requestAuditEvent(c, {
-      kind: "sign_in",
-      user: login.session.sub,
-      emailKey: login.emailKey,
-      detail: {
-        sid: login.session.sid,
-        ...(login.created ? { created: true } : {}),
-        // Issue 42: how the person signed in (`user.signed_in` carries it).
-        method: login.method,
-      },
-    }),
+    signIn,
+    ...(login.audit?.length ? { carried: login.audit } : {}),
+    ...(codeFollows ? { auditDue: now + CODE_HANDOVER_S * 1000 } : {}),
   });
   if (!started) throw pageError("err.expired.title", "err.expired.used");
   const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config), config.secureCookies, config.cookiePath) };
@@ -248,7 +256,6 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
     return redirect(`${config.ISSUER}/device?user_code=${encodeURIComponent(login.request.device_user_code)}`, clearTx);
   // Issue 24: the organization rule refused the login (the session stands), or one must be picked:
   // the request again, answered by the session just made, shows the choices.
-  const outcome = login.claims;
   if (outcome && "denied" in outcome) {
     return authorizationResponse(
       login.request.redirect_uri,
@@ -260,8 +267,19 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   }
   if (outcome && "pick" in outcome)
     return redirect(`${config.ISSUER}/authorize?${new URLSearchParams(requestParams(login.request))}`, clearTx);
-  return redirectWithCode(config, login.request, login.session, clearTx, outcome?.claims);
+  return redirectWithCode(config, login.request, login.session, clearTx, outcome?.claims, [
+    ...(login.audit ?? []),
+    signIn,
+  ]);
 }
+
+/**
+ * Issue 44: how long the session's shard waits before writing the login's events itself. A code is
+ * redeemed a moment after its redirect, and the family that makes writes them 5 s later, as the
+ * login's one row; a code redeemed later than this costs one merge of that row instead of nothing.
+ * Short, so a login without a refresh family reaches the trail and the webhooks within seconds.
+ */
+const CODE_HANDOVER_S = 20;
 
 /**
  * Issues an authorization code for the session and redirects to the client (RFC 6749 §4.1.2). The
@@ -273,6 +291,8 @@ async function redirectWithCode(
   session: SessionInfo,
   headers: Record<string, string> = {},
   claims?: LoginClaims,
+  /** Issue 44: the login's events so far, for the refresh family the code makes to carry. */
+  audit?: AuditEvent[],
 ): Promise<Response> {
   const grant: CodeGrant = {
     client_id: request.client_id,
@@ -289,7 +309,7 @@ async function redirectWithCode(
     ...(request.requested_claims ? { requested_claims: request.requested_claims } : {}),
     ...(request.dpop_jkt ? { dpop_jkt: request.dpop_jkt } : {}),
   };
-  const code = await issueCode(config, grant, Date.now());
+  const code = await issueCode(config, grant, Date.now(), audit);
   return authorizationResponse(
     request.redirect_uri,
     config.ISSUER,

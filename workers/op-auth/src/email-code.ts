@@ -3,6 +3,7 @@ import { auditEvent } from "../../../durable-objects/contract/audit-event";
 import { hmac, randomDigits, randomToken, sha256 } from "../../../durable-objects/contract/crypto";
 import { errorField, log } from "../../../durable-objects/contract/log";
 import {
+  type AuditEvent,
   type ClaimsSnapshot,
   type KnownUser,
   type KnownUserFound,
@@ -324,6 +325,8 @@ export const verifyCode = loginPost("verify", async (c, post) => {
       now,
       method: "email_code",
       remember: (known) => challenges.rememberUser(emailKey, known, now),
+      // Issue 44: the login's `code_sent` events go on with it, to its session and family.
+      ...(result.carried ? { audit: JSON.parse(result.carried) as AuditEvent[] } : {}),
     });
   } catch (err) {
     // A failure of ours after the spend (D1 overloaded: a 503) puts it back too, so the retry works.
@@ -354,6 +357,8 @@ export async function answerVerified(
     expectUser?: string;
     /** The refusal when the address has no user (or not `expectUser`): a code's, unless given. */
     refuse?: () => OAuthError;
+    /** Issue 44: the login's events so far, carried on sealed in `redirect_to`. */
+    audit?: AuditEvent[];
   },
 ): Promise<Response> {
   const config = c.get("config");
@@ -402,6 +407,7 @@ export async function answerVerified(
     created,
     claims,
     method: v.method,
+    audit: v.audit,
   });
   endReplacedSession(c, sessionId);
 

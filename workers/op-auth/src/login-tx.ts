@@ -1,5 +1,5 @@
 import { sha256 } from "../../../durable-objects/contract/crypto";
-import type { AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
+import type { AuditEvent, AuthRequest, SessionInfo } from "../../../durable-objects/contract/verbs";
 import type { Config } from "../../shared/config/config";
 import type { LoginClaims, TokenClaimsTemplate } from "../../shared/oauth/token-claims";
 import { currentGeneration, shardsIn } from "../../shared/routing/generations";
@@ -95,6 +95,8 @@ export interface VerifiedLogin {
   claims?: LoginOutcome | undefined;
   /** How the person signed in (issue 42), for the `sign_in` event. */
   method: SignInMethod;
+  /** Issue 44: the login's `code_sent` events, for its session to carry on. */
+  audit?: AuditEvent[] | undefined;
 }
 
 export type SignInMethod = "email_code" | "passkey";
@@ -113,6 +115,7 @@ interface VerifiedState {
   created?: boolean;
   claims?: LoginOutcome;
   method?: SignInMethod;
+  audit?: AuditEvent[];
   exp: number;
 }
 
@@ -126,6 +129,7 @@ export async function sealVerifiedLogin(
     created?: boolean;
     claims?: LoginOutcome | undefined;
     method?: SignInMethod;
+    audit?: AuditEvent[] | undefined;
   },
 ): Promise<string> {
   const state: VerifiedState = {
@@ -136,6 +140,7 @@ export async function sealVerifiedLogin(
     ...(login.created ? { created: true } : {}),
     ...(login.claims ? { claims: login.claims } : {}),
     ...(login.method === "passkey" ? { method: "passkey" as const } : {}),
+    ...(login.audit?.length ? { audit: login.audit } : {}),
     exp: tx.expiresAt,
   };
   return sealOnto(config, tx.id.id, "login-done", state);
@@ -155,5 +160,6 @@ export async function openVerifiedLogin(config: Config, value: unknown, now: num
     created: opened.state.created === true,
     claims: opened.state.claims,
     method: opened.state.method ?? "email_code",
+    audit: opened.state.audit,
   };
 }

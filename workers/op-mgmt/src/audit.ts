@@ -1,11 +1,15 @@
 import type { Context, Next } from "hono";
 import {
+  atOf,
   auditMonths,
+  eventsOfRow,
   eventsTable,
+  idOf,
   monthBounds,
   PAGE_SPAN_MS,
   type PagedEvent,
   pagesTable,
+  ROW_SPAN_MS,
 } from "../../../durable-objects/contract/audit-trail";
 import { AUDIT_KINDS, type AuditEvent, type AuditKind } from "../../../durable-objects/contract/verbs";
 import { audit, auditEmailKey } from "../../shared/events/audit";
@@ -88,19 +92,37 @@ function conditions(f: Filter): { where: string[]; binds: (string | number)[] } 
   return { where, binds };
 }
 
-/** A month's events of some subjects (a user, an address): ranges of its key. */
+/**
+ * A month's events of some subjects (a user, an address): ranges of its key. A row holds a login's
+ * events (issue 44), keyed by its first, the others at most ROW_SPAN_MS after it: rows are read
+ * newest first from ROW_SPAN_MS past the upper bound, their events filtered, until `n` are found
+ * newer than any row left could hold.
+ */
 async function subjectEvents(db: D1Database, month: string, subjects: string[], f: Filter, n: number): Promise<Row[]> {
-  const { where, binds } = conditions(f);
-  where.push(`subject IN (${subjects.map(() => "?").join(", ")})`);
-  const { results } = await db
-    .prepare(
-      `SELECT id, at, kind, user_id, email_key, client_id, ip, detail FROM ${eventsTable(month)}
-       WHERE ${where.join(" AND ")} ORDER BY at DESC, id DESC LIMIT ?`,
-    )
-    .bind(...binds, ...subjects, n)
-    .all<Row>();
-  return results;
+  const found: Row[] = [];
+  const top = (f.cursor ? Math.min(f.to, f.cursor.at + 1) : f.to) + ROW_SPAN_MS;
+  let before: { at: number; id: string } | null = null;
+  for (;;) {
+    const { results }: D1Result<Row & { more: string | null }> = await db
+      .prepare(
+        `SELECT id, at, kind, user_id, email_key, client_id, ip, detail, more FROM ${eventsTable(month)}
+         WHERE tenant = ? AND subject IN (${subjects.map(() => "?").join(", ")}) AND at >= ? AND at < ?
+         ${before ? "AND (at < ? OR (at = ? AND id < ?))" : ""} ORDER BY at DESC, id DESC LIMIT ${ROWS_PER_READ}`,
+      )
+      .bind(f.tenant, ...subjects, f.from - ROW_SPAN_MS, top, ...(before ? [before.at, before.at, before.id] : []))
+      .all();
+    for (const r of results) for (const e of eventsOfRow(r)) if (passes(f, e)) found.push(e as Row);
+    const last: { at: number; id: string } | undefined = results.at(-1);
+    if (!last || results.length < ROWS_PER_READ) break;
+    found.sort(newestFirst);
+    const nth = found[n - 1];
+    if (nth && nth.at > last.at + ROW_SPAN_MS) break;
+    before = { at: last.at, id: last.id };
+  }
+  return found.sort(newestFirst).slice(0, n);
 }
+
+const ROWS_PER_READ = 200;
 
 /**
  * A month's events of the whole tenant, from its pages, newest page first. A page ends less than
@@ -109,7 +131,8 @@ async function subjectEvents(db: D1Database, month: string, subjects: string[], 
  */
 async function tenantEvents(db: D1Database, month: string, f: Filter, n: number): Promise<Row[]> {
   const found: PagedEvent[] = [];
-  const newer = (a: PagedEvent, b: PagedEvent) => b[1] - a[1] || (a[2] < b[2] ? 1 : a[2] > b[2] ? -1 : 0);
+  const newer = (a: PagedEvent, b: PagedEvent) =>
+    atOf(b) - atOf(a) || (idOf(a) < idOf(b) ? 1 : idOf(a) > idOf(b) ? -1 : 0);
   let before: { at: number; id: string } | null = null;
   const top = (f.cursor ? Math.min(f.to, f.cursor.at + 1) : f.to) + PAGE_SPAN_MS;
   for (;;) {
@@ -122,28 +145,38 @@ async function tenantEvents(db: D1Database, month: string, f: Filter, n: number)
       .all();
     for (const page of results)
       for (const e of JSON.parse(page.events) as PagedEvent[])
-        if (passes(f, { at: e[1], id: e[2], kind: e[3] })) found.push(e);
+        if (passes(f, { at: atOf(e), id: idOf(e), kind: e[3] })) found.push(e);
     const last: { at: number; id: string } | undefined = results.at(-1);
     if (!last || results.length < PAGES_PER_READ) break;
     found.sort(newer);
     const nth = found[n - 1];
     // Every page left ends at or before `last.at`: none holds an event newer than the nth found.
-    if (nth && nth[1] > last.at) break;
+    if (nth && atOf(nth) > last.at) break;
     before = { at: last.at, id: last.id };
   }
-  const keys = found.sort(newer).slice(0, n);
+  // Two flushes racing on a login's row may both have listed an event (audit-trail.ts): once here.
+  const seen = new Set<string>();
+  const keys = found
+    .sort(newer)
+    .filter((e) => !seen.has(idOf(e)) && seen.add(idOf(e)) !== undefined)
+    .slice(0, n);
   if (keys.length === 0) return [];
-  // The list drives (CROSS JOIN): each event one seek of the month's key.
+  const wanted = new Set(keys.map(idOf));
+  // The list drives (CROSS JOIN): each row one seek of the month's key; its events picked by id.
+  const rowKeys = [...new Map(keys.map((e) => [`${e[0]} ${e[1]} ${e[2]}`, [e[0], e[1], e[2]]])).values()];
   const { results } = await db
     .prepare(
-      `SELECT a.id, a.at, a.kind, a.user_id, a.email_key, a.client_id, a.ip, a.detail
+      `SELECT a.id, a.at, a.kind, a.user_id, a.email_key, a.client_id, a.ip, a.detail, a.more
        FROM json_each(?) AS j CROSS JOIN ${eventsTable(month)} AS a
        WHERE a.tenant = ? AND a.subject = json_extract(j.value, '$[0]') AND a.at = json_extract(j.value, '$[1]')
          AND a.id = json_extract(j.value, '$[2]')`,
     )
-    .bind(JSON.stringify(keys), f.tenant)
-    .all<Row>();
-  return results.sort(newestFirst);
+    .bind(JSON.stringify(rowKeys), f.tenant)
+    .all<Row & { more: string | null }>();
+  return results
+    .flatMap((r) => eventsOfRow(r) as Row[])
+    .filter((e) => wanted.has(e.id))
+    .sort(newestFirst);
 }
 
 const PAGES_PER_READ = 100;

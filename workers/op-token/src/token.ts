@@ -170,7 +170,7 @@ async function prepareLoginGrant(
    * the code, and the family is made whether or not the presentation issues (`good`), so a later
    * presentation finds it.
    */
-  code?: { hash: string; good: boolean; issued: AuditEvent },
+  code?: { hash: string; good: boolean; issued: AuditEvent; carried?: AuditEvent[] },
 ): Promise<{ plan: IssuePlan; ended: boolean; spent?: StartCodeFamilyResult; familyRef: ShardRef }> {
   // The refresh family lives in the login's region (the one its sid names), wherever /token is called from.
   const sidRef = parseId(config, "sid", grant.sid);
@@ -206,6 +206,7 @@ async function prepareLoginGrant(
             expiresAt,
             issue: code.good,
             issued: code.issued,
+            ...(code.carried?.length ? { carried: code.carried } : {}),
           }) as Promise<StartCodeFamilyResult>)
         : rotator.createFamily(familyHash, tokenHash, familyGrant, now, expiresAt).then(() => undefined),
     );
@@ -390,7 +391,10 @@ async function redeemCode(
           return redeemed.ended;
         }
       : undefined,
-    familySpends ? { hash: opened.hash, good, issued: event } : undefined,
+    // Issue 44: the family's row carries the login's earlier events too (the code carries them sealed).
+    familySpends
+      ? { hash: opened.hash, good, issued: event, ...(opened.audit ? { carried: opened.audit } : {}) }
+      : undefined,
   );
   plan.resource = resource;
   plan.jkt = jkt;

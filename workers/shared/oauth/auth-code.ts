@@ -1,4 +1,5 @@
 import { hmac, sha256 } from "../../../durable-objects/contract/crypto";
+import type { AuditEvent } from "../../../durable-objects/contract/verbs";
 import type { Config } from "../config/config";
 import { issueId, type ParsedId, parseId } from "../routing/ids";
 import { issueSealedId, openSealedId } from "../routing/sealed-id";
@@ -39,6 +40,11 @@ interface CodeState {
    * checks the login (issue 28); absent for a code issued before, spent in its own AuthCodeStore shard.
    */
   spend?: "login";
+  /**
+   * Issue 44: the login's events so far (`code_sent`, `sign_in`), for the refresh family its
+   * redemption makes to carry with its `token_issued` (durable-objects/carried-audit.ts).
+   */
+  audit?: AuditEvent[];
 }
 
 export interface OpenedCode extends CodeState {
@@ -51,13 +57,14 @@ export interface OpenedCode extends CodeState {
  * use is enforced where it is redeemed: in the shard of its login's sid, with the check that the login
  * still stands (RevocationStore.redeemCodeForLogin).
  */
-export async function issueCode(config: Config, grant: CodeGrant, now: number): Promise<string> {
+export async function issueCode(config: Config, grant: CodeGrant, now: number, audit?: AuditEvent[]): Promise<string> {
   const p = config.POLICY;
   const state: CodeState = {
     grant,
     exp: now + p.code_ttl_seconds * 1000,
     keep: now + Math.max(p.code_ttl_seconds, p.access_token_ttl_seconds) * 1000,
     spend: "login",
+    ...(audit?.length ? { audit } : {}),
   };
   // In the login's region, the one its sid names.
   const region = parseId(config, "sid", grant.sid)?.ref.place.region ?? config.REGIONS.default;
