@@ -38,7 +38,7 @@ import {
   CHALLENGE_SCHEMA,
   CHALLENGE_UPGRADES,
 } from "./challenge/schema";
-import { readSentEvents, withSentEvent } from "./challenge/sent-events";
+import { sentEventsOf, withSentEvent } from "./challenge/sent-events";
 import { auditEvent } from "./contract/audit-event";
 import { timingSafeEqualString } from "./contract/crypto";
 import { errorField, log } from "./contract/log";
@@ -167,7 +167,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         this.sql,
         emailKey,
         l,
-        sent ? { json: withSentEvent(this.sql, emailKey, a.txHash, sent, this.carried.flushedTo()), due } : undefined,
+        sent ? { json: withSentEvent(l.audit, a.txHash, sent, this.carried.flushedTo()), due } : undefined,
       );
       if (sent) this.carried.note("email_limits", [emailKey], due);
       if (a.captured) keepCaptured(this.sql, emailKey, a.captured.sealed, now);
@@ -217,7 +217,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
           saveHomeReport(this.sql, emailKey, { ...home, home: a.home, reset: 1, reset_source: a.sourceKey }, now);
           owed = true;
         }
-        const carried = readSentEvents(this.sql, emailKey)[a.txHash];
+        const carried = sentEventsOf(l.audit)[a.txHash];
         return {
           status: "ok",
           user: readKnownUser(this.sql, emailKey, now),

@@ -16,6 +16,11 @@ export interface Limits {
   sends: number;
   sends_reset_at: number;
   last_sent_at: number;
+  /**
+   * Issue 44: the row's carried `code_sent` events as stored (challenge/sent-events.ts), read with the
+   * limits (the same row: one statement, not two). Never written back from here.
+   */
+  audit?: string | null;
 }
 
 /** A source's wrong codes for an address, and when its count ends. */
@@ -30,8 +35,8 @@ export const CONSECUTIVE_FAILURES_WINDOW_MS = LIMITS_CARRY_WINDOW_MS;
 
 export function readLimits(sql: SqlStorage, emailKey: string, now: number): Limits {
   const row = sql
-    .exec<Limits & Record<string, number>>(
-      `SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at, consecutive, consecutive_until
+    .exec<Limits & Record<string, number | string | null>>(
+      `SELECT failures, failures_reset_at, sends, sends_reset_at, last_sent_at, consecutive, consecutive_until, audit
        FROM email_limits WHERE email_key = ?`,
       emailKey,
     )

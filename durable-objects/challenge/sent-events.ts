@@ -13,11 +13,9 @@ const KEEP_MS = 3_600_000;
 
 export type SentEvents = Record<string, AuditEvent[]>;
 
-export function readSentEvents(sql: SqlStorage, emailKey: string): SentEvents {
-  const row = sql
-    .exec<{ audit: string | null }>("SELECT audit FROM email_limits WHERE email_key = ?", emailKey)
-    .toArray()[0];
-  return row?.audit ? (JSON.parse(row.audit) as SentEvents) : {};
+/** The events a limits row carries, from its `audit` column as `readLimits` read it. */
+export function sentEventsOf(audit: string | null | undefined): SentEvents {
+  return audit ? (JSON.parse(audit) as SentEvents) : {};
 }
 
 /**
@@ -25,13 +23,12 @@ export function readSentEvents(sql: SqlStorage, emailKey: string): SentEvents {
  * Logins whose events were due long ago are dropped, once the watermark says they are in D1.
  */
 export function withSentEvent(
-  sql: SqlStorage,
-  emailKey: string,
+  audit: string | null | undefined,
   txHash: string,
   event: AuditEvent,
   flushedTo: number,
 ): string {
-  const all = readSentEvents(sql, emailKey);
+  const all = sentEventsOf(audit);
   for (const [tx, events] of Object.entries(all)) {
     const last = Math.max(...events.map((e) => e.at));
     if (last + KEEP_MS < flushedTo) delete all[tx];
