@@ -53,7 +53,7 @@ export const policyFields = z.object({
    */
   max_logins_under_way: z.number().int().min(1).max(100_000).default(16),
   /** The longest a login counts as under way (s): an abandoned one frees its place after this. */
-  login_slot_seconds: z.number().int().min(1).max(3_600).default(10),
+  login_slot_seconds: z.number().int().min(1).max(3_600).default(2),
   /**
    * Estimated queueing in an isolate (ms; admission.ts) past which new work is refused, 503 with a
    * Retry-After from the backlog (issue 27 item 17). 0, the default, leaves it off: the estimate
