@@ -51,7 +51,7 @@ export const policyFields = z.object({
    * New logins one isolate has admitted and not yet seen to their `redirect_to` (admission.ts); beyond
    * it, a new login is 503 with Retry-After while the steps of those under way go on (issue 44 item 3).
    */
-  max_logins_under_way: z.number().int().min(1).max(100_000).default(16),
+  max_logins_under_way: z.number().int().min(1).max(100_000).default(8),
   /** The longest a login counts as under way (s): an abandoned one frees its place after this. */
   login_slot_seconds: z.number().int().min(1).max(3_600).default(2),
   /**
