@@ -1,5 +1,12 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { backlogMs, finished, resetAdmission, started } from "../../workers/shared/request/admission";
+import {
+  backlogMs,
+  finished,
+  loginEnded,
+  loginsUnderWay,
+  resetAdmission,
+  started,
+} from "../../workers/shared/request/admission";
 import {
   admin,
   authorizeQuery,
@@ -22,27 +29,70 @@ afterEach(() => {
 });
 
 describe("load shedding (checklist I2: past capacity, 503 with Retry-After, never a hang)", () => {
-  it("answers requests beyond an isolate's in-flight limit with an immediate 503 and Retry-After", async () => {
-    const e = withVars({ POLICY: policy({ max_inflight_requests: 2 }) });
+  it("refuses new logins past the logins under way at once, 503 with Retry-After, and lets the admitted ones finish (issue 44 item 3)", async () => {
+    resetAdmission();
+    const e = withVars({ POLICY: policy({ max_logins_under_way: 2, login_slot_seconds: 5 }) });
     const client = await registerClient({}, e);
     const { challenge } = await pkce();
     const path = `/authorize?${authorizeQuery(client, challenge)}`;
-    // Ten at once: each waits on its SessionStore call, so only two are in flight when the rest arrive.
-    const responses = await Promise.all(
-      Array.from({ length: 10 }, () =>
-        new Browser({ env: e }).fetch(path, { headers: { Accept: "application/json" } }),
-      ),
-    );
-    const statuses = responses.map((r) => r.status).sort();
+    const asApi = { headers: { Accept: "application/json" } };
+    // Ten new logins at once: two places, so two begin and eight are refused before any work.
+    const browsers = Array.from({ length: 10 }, () => new Browser({ env: e }));
+    const callsBefore = await doCalls();
+    const responses = await Promise.all(browsers.map((b) => b.fetch(path, asApi)));
+    expect(await doCalls()).toBe(callsBefore);
+    const statuses = responses.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(2);
     expect(statuses.filter((s) => s === 503)).toHaveLength(8);
     for (const res of responses.filter((r) => r.status === 503)) {
       expect(res.headers.get("retry-after")).toBe("1");
       expect(await res.json()).toMatchObject({ error: "temporarily_unavailable" });
     }
-    // Once they finish, the isolate admits requests again.
-    const after = await new Browser({ env: e }).fetch(path, { headers: { Accept: "application/json" } });
-    expect(after.status).toBe(200);
+    // The two admitted logins go on, every step of them, while a new login is still refused.
+    const admitted = await Promise.all(
+      responses
+        .flatMap((r, i) => (r.status === 200 ? [{ b: browsers[i] as Browser, res: r }] : []))
+        .map(async ({ b, res }) => ({
+          b,
+          tx: ((await res.json()) as { tx: string }).tx,
+          email: uniqueEmail("admitted"),
+        })),
+    );
+    const redirects: string[] = [];
+    for (const { b, tx, email } of admitted) {
+      expect((await b.postJson("/email-code/generate", { tx, email })).status).toBe(200);
+      expect((await new Browser({ env: e }).fetch(path, asApi)).status).toBe(503);
+      const ver = await b.postJson("/email-code/verify", { tx, email, code: await latestCode(email, e) });
+      expect(ver.status, await ver.clone().text()).toBe(200);
+      redirects.push(((await ver.json()) as { redirect_to: string }).redirect_to);
+    }
+    // A login's redirect_to ends it: its place goes to the next new login.
+    const first = await (admitted[0] as { b: Browser }).b.fetch(redirects[0] as string);
+    expect(first.status).toBe(302);
+    expect((await new Browser({ env: e }).fetch(path, asApi)).status).toBe(200);
+    expect((await new Browser({ env: e }).fetch(path, asApi)).status).toBe(503);
+    // A login that began none (an error page here) does not keep a place.
+    resetAdmission();
+    const bad = await new Browser({ env: e }).fetch(
+      `/authorize?${authorizeQuery(client, challenge, { redirect_uri: "https://elsewhere.example/cb" })}`,
+    );
+    expect(bad.status).not.toBe(200);
+    expect((await new Browser({ env: e }).fetch(path, asApi)).status).toBe(200);
+    expect((await new Browser({ env: e }).fetch(path, asApi)).status).toBe(200);
+    expect((await new Browser({ env: e }).fetch(path, asApi)).status).toBe(503);
+    // An abandoned login frees its place after login_slot_seconds.
+    const advance = pinClock();
+    advance(5_000);
+    expect((await new Browser({ env: e }).fetch(path, asApi)).status).toBe(200);
+  });
+
+  it("counts no more than one place for a login, whatever refuses or answers it", async () => {
+    resetAdmission();
+    const now = Date.now();
+    expect(loginsUnderWay(5_000, now)).toBe(0);
+    // More ends than logins (a redirect_to of a login another isolate admitted) leave the count at 0.
+    loginEnded();
+    expect(loginsUnderWay(5_000, now)).toBe(0);
   });
 
   it("does not count a request whose body is still arriving, and gives its body a deadline (408)", async () => {

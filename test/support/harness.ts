@@ -37,9 +37,9 @@ export function withVars(vars: Record<string, string>, base: TestEnv = env): Tes
   return { ...base, ...vars } as TestEnv;
 }
 
-/** A POLICY string: the test defaults (no client cache) plus `overrides`. */
+/** A POLICY string: the test defaults (no client cache, logins under way unbounded) plus `overrides`. */
 export const policy = (overrides: Record<string, number | string>) =>
-  JSON.stringify({ client_cache_seconds: 0, ...overrides });
+  JSON.stringify({ client_cache_seconds: 0, max_logins_under_way: 100_000, ...overrides });
 
 export const admin = (path: string, init: RequestInit & { json?: unknown } = {}, testEnv: object = env) => {
   const { json, ...rest } = init;

@@ -24,6 +24,7 @@ import {
   readBodyText,
   setCookie,
 } from "../../shared/platform/http";
+import { loginEnded } from "../../shared/request/admission";
 import type { AppEnv } from "../../shared/request/context";
 import { shard } from "../../shared/routing/stores";
 import { authorizationResponse, type ResponseMode } from "./authorization-response";
@@ -51,9 +52,17 @@ export async function authorize(c: Context<AppEnv>): Promise<Response> {
   }
 
   // `redirect_to` from a verified code: finish that login transaction.
-  if (params.tx !== undefined && params.client_id === undefined) return resumeLogin(c, params.tx);
+  if (params.tx !== undefined && params.client_id === undefined) {
+    // The last step of a login in op-auth: its place among the logins under way is free (admission.ts).
+    try {
+      return await resumeLogin(c, params.tx);
+    } finally {
+      loginEnded();
+    }
+  }
 
-  admitNewWork(c);
+  // A new login (a POST's is checked here; a GET's was by createApp, and is not counted twice).
+  admitNewWork(c, true);
   // Errors about the client or its redirect URI are pages; the rest go back to the client (errors.ts).
   const client = params.client_id ? await findClient(c.env, config, params.client_id) : null;
   // OIDC Core §6.1 and §6.2: a request object's parameters, by value or fetched from a registered

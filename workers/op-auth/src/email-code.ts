@@ -31,6 +31,7 @@ import {
   readJsonOrForm,
   setCookie,
 } from "../../shared/platform/http";
+import { loginEnded } from "../../shared/request/admission";
 import type { AppEnv } from "../../shared/request/context";
 import { sourceKeyOf, takeIpQuota } from "../../shared/request/ip-quota";
 import { issueId } from "../../shared/routing/ids";
@@ -509,6 +510,8 @@ export const restartLogin = loginPost("generate", async (c, post) => {
  */
 export const cancelLogin = loginPost("generate", async (c, post) => {
   if (!post.form) throw fail("invalid_request", "cancel is a form post of the login page", "error.generic");
+  // A login cancelled is no longer under way (admission.ts).
+  loginEnded();
   const config = c.get("config");
   const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config), config.secureCookies, config.cookiePath) };
   const request = post.tx.request;

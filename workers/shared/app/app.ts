@@ -12,7 +12,7 @@ import { type Config, loadConfig } from "../config/config";
 import { ConfigError } from "../config/vars";
 import { errorResponse, OAuthError } from "../platform/errors";
 import { percentDecodesCleanly, watchBody } from "../platform/http";
-import { admitNewWork, finished, isNewWorkByPath, started } from "../request/admission";
+import { admitNewWork, finished, isNewWorkByPath, loginEnded, started, tookLoginSlot } from "../request/admission";
 import type { AppEnv } from "../request/context";
 import { withLiveShards } from "../routing/live-shards";
 import { regionFor, requestGeo } from "../routing/placement";
@@ -88,10 +88,11 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     c.env = countingEnv(c.env);
     const route = routeOf(mode, c.req.url, config.TENANT_HOSTS);
     // New work is refused before the request awaits anything (issue 27 item 17): on a busy thread each
-    // await would queue it behind the backlog it is refused for. The deployment's policy decides.
+    // await would queue it behind the backlog it is refused for. The deployment's policy decides; a
+    // new authorization request takes a place among the logins under way (issue 44 item 3).
     if (mode === "issuer" && isNewWorkByPath(c.req.method, route.path, new URL(c.req.url))) {
       c.set("config", config);
-      admitNewWork(c);
+      admitNewWork(c, route.path === "/authorize");
     }
     // With the shard generations appended live (issue 13), read at most every few seconds per isolate.
     const live = await withLiveShards(c.env, config);
@@ -119,12 +120,16 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
       }
     };
     // Admission is the issuer's (op-auth, op-token): an admin request's time says nothing of their queue.
-    const timed = mode === "issuer";
+    // Times are kept only for the estimate of queueing, when the policy turns it on.
+    const timed = mode === "issuer" && config.POLICY.admission_latency_ms > 0;
     if (c.req.raw.body) watchBody(c.req.raw, { deadlineMs: config.POLICY.body_deadline_seconds * 1000, onRead: count });
     else count();
     try {
       await next();
     } finally {
+      // An authorization request admitted as a new login that began none (answered from a session,
+      // refused, an error) frees its place at once; one that did frees it at its redirect_to.
+      if (tookLoginSlot(c.req.raw) && c.res.status !== 200) loginEnded();
       if (countedAt !== null)
         finished(Date.now() - countedAt, c.res.status, timed, `${c.req.method} ${routeKeyOf(route.path)}`);
     }

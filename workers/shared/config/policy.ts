@@ -45,13 +45,27 @@ export const policyFields = z.object({
    * address a minute, op-token's Rate Limiting binding; then 429 (issue 27 item 11).
    */
   client_auth_failures_per_minute: z.number().int().min(1).max(1_000_000).default(20),
-  /** Requests one Worker isolate works on at once; beyond it, 503 with Retry-After (load shedding). */
+  /** Requests one Worker isolate works on at once; beyond it, new work is 503 with Retry-After (load shedding). */
   max_inflight_requests: z.number().int().min(1).max(100_000).default(48),
   /**
-   * Estimated queueing in an isolate (ms; admission.ts) past which new work is refused, 503 with a
-   * Retry-After from the backlog (issue 27 item 17): a bound in time, not only in flight.
+   * New logins one isolate has admitted and not yet seen to their `redirect_to` (admission.ts); beyond
+   * it, a new login is 503 with Retry-After while the steps of those under way go on (issue 44 item 3).
    */
-  admission_latency_ms: z.number().int().min(10).max(60_000).default(150),
+  max_logins_under_way: z.number().int().min(1).max(100_000).default(8),
+  /** The longest a login counts as under way (s): an abandoned one frees its place after this. */
+  login_slot_seconds: z.number().int().min(1).max(3_600).default(2),
+  /**
+   * Estimated queueing in an isolate (ms; admission.ts) past which new work is refused, 503 with a
+   * Retry-After from the backlog (issue 27 item 17). 0, the default, leaves it off: the estimate
+   * comes after the queue, and rises when another process takes the CPU (issue 44 item 3).
+   */
+  admission_latency_ms: z
+    .number()
+    .int()
+    .min(0)
+    .max(60_000)
+    .refine((v) => v === 0 || v >= 10, "0 (off) or at least 10")
+    .default(0),
   /**
    * Webhook delivery (docs/webhooks.md): how long a message is retried, after how many failed attempts
    * in a row over how long an endpoint is disabled, and how long an attempt may take. The store Worker

@@ -112,6 +112,8 @@ export interface OAuthErrorOptions {
   notice?: string;
   /** ...or sends it to the client's validated redirect URI (RFC 6749 §4.1.2.1, with `state` and `iss`). */
   redirect?: { uri: string; state?: string | undefined; mode?: "query" | "form_post" | undefined };
+  /** Logged by whoever threw it (admission counts its refusals in one line a second), not once each. */
+  logged?: boolean;
 }
 
 /**
@@ -184,7 +186,8 @@ export function errorResponse(err: unknown): Response {
   if (err instanceof OAuthError) {
     e = err;
     // Load shedding and a store's own refusals: one line each too.
-    if (e.status === 503) log("warn", "request refused", { kind: "busy", error: e.description ?? e.code });
+    if (e.status === 503 && !e.options.logged)
+      log("warn", "request refused", { kind: "busy", error: e.description ?? e.code });
   } else if (kind) {
     // One line per refused request (its request id comes with every line), with what refused it.
     log("warn", "request refused: platform error", { kind, error: errorField(err) });

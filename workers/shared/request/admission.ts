@@ -1,35 +1,83 @@
 import type { Context } from "hono";
+import { log } from "../../../durable-objects/contract/log";
 import { OAuthError } from "../platform/errors";
 import type { AppEnv } from "./context";
 
 /**
- * Admission control for new work (a new authorization request, a refresh, userinfo, introspection,
- * revocation, a device authorization, client credentials), per isolate. Two bounds:
+ * Admission control for new work, per isolate (issue 44 item 3; docs/performance.md "Refusals at
+ * once"). New work is a new login (an authorization request with a `client_id`), a pushed request, a
+ * refresh, userinfo, introspection, revocation, a device authorization, client credentials. The steps
+ * of a login already admitted (the code sent and checked, `redirect_to`, the code redeemed) are never
+ * refused: the work done for them is not wasted, and a person who got in finishes.
  *
- * - **In flight:** past `max_inflight_requests` requests being worked on, refuse.
- * - **In time** (issue 27 item 17): past `admission_latency_ms` of estimated queueing, refuse. A count
- *   alone lets the queue grow: on one busy thread every admitted request's awaits wait behind the
- *   others, so 48 in flight at 45 logins a second meant about a second a step, and a refusal waited in
- *   that queue too. The estimate (`backlogMs`) comes from the times of the isolate's recent requests
- *   (from the handler's start to its answer) over what each route takes when nothing waits; with none
- *   completed lately it is 0, so an idle isolate admits again.
+ * Bounds, each a count the isolate keeps itself, read at the moment a request arrives:
  *
- * The check runs before any await of the request (createApp calls it by path; the token endpoint once
- * it knows the grant type), so a refusal costs no storage call and does not queue behind the work.
- * Retry-After is the time the backlog should take to clear: about the estimated queueing, times how
- * far past the bound it is, at least 1 s and at most 30 s.
+ * - **Logins under way** (`max_logins_under_way`): a new login admitted commits the isolate to the
+ *   four requests that follow it, most of them store writes. It is counted from its admission until
+ *   its `redirect_to` is answered (or it is cancelled, or it did not begin a login after all), and at
+ *   most `login_slot_seconds`, so an abandoned login frees its place. Past the bound, new logins are
+ *   refused. Every request an admitted login makes belongs to one of these, so the work queued on the
+ *   isolate's thread is bounded by the bound, and a refusal, which waits for that thread like
+ *   everything else, waits behind at most that much. Counting requests in flight instead does not do
+ *   this: a new login is one short request, and the work it commits arrives after it has left, so a
+ *   burst of them finds few requests in flight and is admitted whole (measured, docs/performance.md).
+ * - **In flight** (`max_inflight_requests`): requests this isolate is working on; past it, any new
+ *   work is refused. It bounds the single-request kinds of new work (a refresh, userinfo).
+ * - **Estimated queueing** (`admission_latency_ms`, off unless set; issue 27 item 17): the median,
+ *   over the requests answered in the last 2 s, of each one's time over its route's floor. A signal
+ *   that comes after the queue it measures, and that rises when another process takes the CPU
+ *   (service time, not queueing): it refused 19 % of logins at 50/s beside a busy process. Kept for
+ *   a deployment that set it.
+ *
+ * Neither count depends on how fast the thread runs: a slower CPU with no queue leaves them low, and
+ * only work admitted and not finished raises them. The check runs before the request awaits anything
+ * (createApp calls it by path; a POST to /authorize, /par and the token endpoint once they know), so
+ * a refusal makes no storage call, costs about a bare request, and is answered 503 with Retry-After.
  */
 
 /** Requests this isolate is working on (all apps in an isolate share it). */
 let inflight = 0;
 
 /**
+ * Admission times of the logins under way, oldest first (a queue in an array, `head` its start). A
+ * login's end frees the oldest place: which login ended does not matter to a count, and the oldest
+ * would expire first anyway.
+ */
+const slots: number[] = [];
+let head = 0;
+
+/** Logins admitted and not yet ended, as of `now` (expired places dropped). */
+export function loginsUnderWay(slotMs: number, now = Date.now()): number {
+  while (head < slots.length && now - (slots[head] as number) >= slotMs) head++;
+  if (head > 1024 && head * 2 > slots.length) {
+    slots.splice(0, head);
+    head = 0;
+  }
+  return slots.length - head;
+}
+
+/** A login admitted earlier ended (its `redirect_to` answered, cancelled, or it began none). */
+export function loginEnded(): void {
+  if (head < slots.length) head++;
+}
+
+/** Refusals since the last log line: one line a second at most, whatever the rate of refusals. */
+let refusedSince = 0;
+let loggedAt = 0;
+
+function noteRefusal(now: number, fields: Record<string, unknown>): void {
+  refusedSince++;
+  if (now - loggedAt < 1000) return;
+  log("warn", "requests refused: busy", { refused: refusedSince, ...fields });
+  refusedSince = 0;
+  loggedAt = now;
+}
+
+// ------------------------------------------------------------------ the estimate of queueing (opt-in)
+
+/**
  * Recent completions of admitted requests: each one's time over its route's floor (the least time that
- * route took in the last FLOOR_MS), so what is measured is queueing, not the work itself (a route that
- * calls far-away Durable Objects is slow without any queue). The backlog is the median of those
- * completed in the last WINDOW_MS: a median, so one slow request (a fan-out, a cold object) sheds
- * nothing, while a queue moves most requests at once. Under overload lasting longer than FLOOR_MS the
- * floors rise with it and the estimate fades; the in-flight bound still holds then.
+ * route took in the last FLOOR_MS). The backlog is the median of those completed in the last WINDOW_MS.
  */
 const SAMPLES = 64;
 const WINDOW_MS = 2_000;
@@ -58,6 +106,8 @@ export function backlogMs(now = Date.now()): number {
   return recent[Math.floor(recent.length / 2)] as number;
 }
 
+// ------------------------------------------------------------------------------------- the counts
+
 /** A request began being worked on (createApp: once its body has arrived). */
 export function started(): void {
   inflight++;
@@ -65,8 +115,8 @@ export function started(): void {
 
 /**
  * A request on `route` (method and path, ids cut off) was answered after `ms`; `timed` when its time
- * tells of the queue admission watches. Only answers that did the route's work count (below 400): a
- * refusal or an error takes less time than the work, and would set a floor the work never meets.
+ * feeds the estimate of queueing (only when `admission_latency_ms` is set). Only answers that did the
+ * route's work count there (below 400).
  */
 export function finished(ms: number, status: number, timed = true, route = "", now = Date.now()): void {
   inflight--;
@@ -76,30 +126,65 @@ export function finished(ms: number, status: number, timed = true, route = "", n
   next = (next + 1) % SAMPLES;
 }
 
-/** Forgets the recent latencies (tests). */
+/** Forgets the recent latencies and the logins under way (tests). */
 export function resetAdmission(): void {
   excesses.length = 0;
   next = 0;
   floors.clear();
+  slots.length = 0;
+  head = 0;
 }
 
-/** 503 with Retry-After when this isolate is past either bound; nothing otherwise. */
-export function admitNewWork(c: Context<AppEnv>): void {
+/** Requests whose admission took a login's place: createApp frees it when the request began no login. */
+const tookSlot = new WeakSet<Request>();
+
+/** Whether this request took a login's place (createApp: a login that did not begin frees it). */
+export function tookLoginSlot(req: Request): boolean {
+  return tookSlot.has(req);
+}
+
+/** Requests already admitted: a handler that checks again (a GET /authorize) is not counted twice. */
+const admitted = new WeakSet<Request>();
+
+/**
+ * 503 with Retry-After when this isolate is past a bound; otherwise the request is admitted, and a new
+ * login (`login`: an authorization request that may begin one) takes a place among those under way.
+ */
+export function admitNewWork(c: Context<AppEnv>, login = false): void {
+  const req = c.req.raw;
+  if (admitted.has(req)) return;
   const p = c.get("config").POLICY;
-  const backlog = backlogMs();
+  const now = Date.now();
+  const underWay = login ? loginsUnderWay(p.login_slot_seconds * 1000, now) : 0;
+  const overLogins = login && underWay >= p.max_logins_under_way;
   const overCount = inflight > p.max_inflight_requests;
-  const overTime = backlog > p.admission_latency_ms;
-  if (!overCount && !overTime) return;
-  const pastBound = Math.max(1, backlog / p.admission_latency_ms, inflight / p.max_inflight_requests);
+  const backlog = p.admission_latency_ms > 0 ? backlogMs(now) : 0;
+  const overTime = p.admission_latency_ms > 0 && backlog > p.admission_latency_ms;
+  if (!overLogins && !overCount && !overTime) {
+    admitted.add(req);
+    if (login) {
+      slots.push(now);
+      tookSlot.add(req);
+    }
+    return;
+  }
+  // A place frees within about a login's time (well under a second at the bound); past the estimate
+  // of queueing, about that estimate times how far past it is.
+  const pastBound = overTime ? Math.max(1, backlog / p.admission_latency_ms) : 1;
   const retryAfter = Math.min(30, Math.max(1, Math.ceil((backlog * pastBound) / 1000)));
-  throw new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", { retryAfter, status: 503 });
+  noteRefusal(now, { logins_under_way: underWay, inflight });
+  throw new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", {
+    retryAfter,
+    status: 503,
+    logged: true,
+  });
 }
 
 /**
  * Whether a request is new work by its method and path alone (the tenant prefix already removed), so
  * it can be refused before anything is read: `/authorize` by GET with a `client_id` (a new login, not
  * the `redirect_to` of one under way), userinfo, introspection, revocation, device authorization.
- * Those endpoints rely on this check alone; `/authorize` by POST and the token endpoint call
+ * Those endpoints rely on this check alone; `/authorize` by POST, /par and the token endpoint call
  * `admitNewWork` themselves, once they know.
  */
 export function isNewWorkByPath(method: string, path: string, url: URL): boolean {
