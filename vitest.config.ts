@@ -79,6 +79,10 @@ export default defineConfig(async () => {
   });
   return {
     test: {
+      // Two files at a time (vitest's default is one less than the cores: one, here). Each file's
+      // workerd or stack waits on its own I/O and processes much of the time, so two share two cores
+      // well; every timeout above is set for a loaded machine.
+      maxWorkers: 2,
       projects: [
         workersProject("workers", { include: ["test/**/*.test.ts"], exclude: ["test/e2e/**", BUDGET_TEST] }),
         // The login's budget reads the suite-wide counters of GET /admin/v1/stats (and drains every
