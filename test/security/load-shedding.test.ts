@@ -3,6 +3,7 @@ import {
   backlogMs,
   finished,
   loginEnded,
+  loginsBound,
   loginsUnderWay,
   resetAdmission,
   started,
@@ -179,6 +180,16 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
     advance(10_000);
     const after = await new Browser({ env: e }).fetch(path, { headers: { Accept: "application/json" } });
     expect(after.status, await after.clone().text()).toBe(200);
+  });
+});
+
+describe("the bound on logins under way, by runtime (issue 44 item 3)", () => {
+  it("is 8 on the local one-thread runtime, 512 in production, and what the policy sets anywhere", () => {
+    expect(loginsBound(undefined, "test")).toBe(8);
+    expect(loginsBound(undefined, "development")).toBe(8);
+    expect(loginsBound(undefined, "production")).toBe(512);
+    expect(loginsBound(20, "production")).toBe(20);
+    expect(loginsBound(3, "test")).toBe(3);
   });
 });
 

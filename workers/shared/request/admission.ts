@@ -147,16 +147,28 @@ export function tookLoginSlot(req: Request): boolean {
 const admitted = new WeakSet<Request>();
 
 /**
+ * `max_logins_under_way`, or its default by runtime. On the local runtime every Worker, object and
+ * database shares one thread, a login is machine-fast under load, and 8 keeps the queue a refusal
+ * waits in short (docs/performance.md). In production an isolate only runs its Worker's code, and a
+ * person's login holds a place for up to `login_slot_seconds`: 512 lets an isolate take about 256
+ * people's new logins a second before it refuses, well past what its CPU needs for them.
+ */
+export function loginsBound(set: number | undefined, environment: string): number {
+  return set ?? (environment === "production" ? 512 : 8);
+}
+
+/**
  * 503 with Retry-After when this isolate is past a bound; otherwise the request is admitted, and a new
  * login (`login`: an authorization request that may begin one) takes a place among those under way.
  */
 export function admitNewWork(c: Context<AppEnv>, login = false): void {
   const req = c.req.raw;
   if (admitted.has(req)) return;
-  const p = c.get("config").POLICY;
+  const config = c.get("config");
+  const p = config.POLICY;
   const now = Date.now();
   const underWay = login ? loginsUnderWay(p.login_slot_seconds * 1000, now) : 0;
-  const overLogins = login && underWay >= p.max_logins_under_way;
+  const overLogins = login && underWay >= loginsBound(p.max_logins_under_way, config.ENVIRONMENT);
   const overCount = inflight > p.max_inflight_requests;
   const backlog = p.admission_latency_ms > 0 ? backlogMs(now) : 0;
   const overTime = p.admission_latency_ms > 0 && backlog > p.admission_latency_ms;
