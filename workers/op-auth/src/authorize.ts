@@ -234,10 +234,12 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   if (sessionHash === null || !timingSafeEqualString(sessionHash, login.sessionHash))
     throw pageError("err.expired.title", "err.expired.other_browser");
   const outcome = login.claims;
-  // Issue 44: the session's row carries the login's events so far; when a code follows, its family
-  // carries them on and writes them first, so the session's shard writes them only once that code
-  // could no longer be redeemed.
+  // Issue 44: the session's row carries the login's events so far; when a code with a refresh family
+  // follows, the family carries them on and writes them first (CODE_HANDOVER_S).
   const codeFollows = !login.request.device_user_code && !(outcome && ("denied" in outcome || "pick" in outcome));
+  // Only a code with `offline_access` makes a refresh family to carry the events on; without one the
+  // session's row is the login's last record and writes them at once (5 s).
+  const familyFollows = codeFollows && login.request.scope.split(" ").includes("offline_access");
   const signIn = requestAuditEvent(c, {
     kind: "sign_in",
     user: login.session.sub,
@@ -256,7 +258,7 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
     now,
     signIn,
     ...(login.audit?.length ? { carried: login.audit } : {}),
-    ...(codeFollows ? { auditDue: now + CODE_HANDOVER_S * 1000 } : {}),
+    ...(familyFollows ? { auditDue: now + CODE_HANDOVER_S * 1000 } : {}),
   });
   if (!started) throw pageError("err.expired.title", "err.expired.used");
   const clearTx = { "Set-Cookie": clearCookie(cookieName(TX_COOKIE, config), config.secureCookies, config.cookiePath) };
@@ -276,10 +278,14 @@ async function resumeLogin(c: Context<AppEnv>, tx: string): Promise<Response> {
   }
   if (outcome && "pick" in outcome)
     return redirect(`${config.ISSUER}/authorize?${new URLSearchParams(requestParams(login.request))}`, clearTx);
-  return redirectWithCode(config, login.request, login.session, clearTx, outcome?.claims, [
-    ...(login.audit ?? []),
-    signIn,
-  ]);
+  return redirectWithCode(
+    config,
+    login.request,
+    login.session,
+    clearTx,
+    outcome?.claims,
+    familyFollows ? [...(login.audit ?? []), signIn] : undefined,
+  );
 }
 
 /**
