@@ -184,9 +184,9 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
 });
 
 describe("the bound on logins under way, by runtime (issue 44 item 3)", () => {
-  it("is 8 on the local one-thread runtime, 512 in production, and what the policy sets anywhere", () => {
-    expect(loginsBound(undefined, "test")).toBe(8);
-    expect(loginsBound(undefined, "development")).toBe(8);
+  it("is 16 on the local one-thread runtime, 512 in production, and what the policy sets anywhere", () => {
+    expect(loginsBound(undefined, "test")).toBe(16);
+    expect(loginsBound(undefined, "development")).toBe(16);
     expect(loginsBound(undefined, "production")).toBe(512);
     expect(loginsBound(20, "production")).toBe(20);
     expect(loginsBound(3, "test")).toBe(3);

@@ -50,7 +50,7 @@ export const policyFields = z.object({
   /**
    * New logins one isolate has admitted and not yet seen to their `redirect_to` (admission.ts); beyond
    * it, a new login is 503 with Retry-After while the steps of those under way go on (issue 44 item 3).
-   * Unset: 8 on the local one-thread runtime (development, test), 512 in production (admission.ts
+   * Unset: 16 on the local one-thread runtime (development, test), 512 in production (admission.ts
    * `loginsBound`), where a person's login holds its place for up to `login_slot_seconds`.
    */
   max_logins_under_way: z.number().int().min(1).max(100_000).optional(),
