@@ -1,4 +1,5 @@
 import { type AuditRow, writeAuditGroups } from "./contract/audit-trail";
+import { eventsFrom, isStored } from "./contract/carried-events";
 import type { AuditEvent } from "./contract/verbs";
 
 /**
@@ -39,6 +40,13 @@ interface Waiting {
 
 /** The columns a carrier table adds to its layout. */
 export const CARRIED_COLUMNS = "audit TEXT, audit_due INTEGER";
+
+/** A carrier row's `audit`: one login's events, or several logins' by key (an address's codes). */
+export function carriedGroups(audit: string): AuditEvent[][] {
+  const parsed = JSON.parse(audit) as unknown;
+  if (Array.isArray(parsed) || isStored(parsed)) return [eventsFrom(parsed)];
+  return Object.values(parsed as Record<string, unknown>).map(eventsFrom);
+}
 
 export class CarriedAudit {
   readonly #waiting = new Map<string, Waiting>();
@@ -139,9 +147,7 @@ export class CarriedAudit {
         .exec<{ audit: string | null }>(`SELECT audit FROM ${w.table} WHERE ${where}`, ...w.key)
         .toArray()[0];
       if (!row?.audit) continue;
-      // A row carries one login's events (an array), or several logins' by key (an address's codes).
-      const parsed = JSON.parse(row.audit) as AuditEvent[] | Record<string, AuditEvent[]>;
-      for (const group of Array.isArray(parsed) ? [parsed] : Object.values(parsed))
+      for (const group of carriedGroups(row.audit))
         groups.push(
           group.map((e) => ({ ...e, detail: e.detail ? JSON.stringify(e.detail) : null, tenant: e.tenant ?? null })),
         );

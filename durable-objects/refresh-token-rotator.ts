@@ -1,5 +1,6 @@
 import { AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
 import type { Carrier } from "./carried-audit";
+import { storedEvents } from "./contract/carried-events";
 import type {
   FamilyGrant,
   RotateRefresh,
@@ -148,7 +149,7 @@ export class RefreshTokenRotator extends ShardStore {
         a.now,
         a.expiresAt,
         a.issue ? 0 : 1,
-        events ? JSON.stringify(events) : null,
+        events ? JSON.stringify(storedEvents(events)) : null,
         events ? due : null,
       );
       if (events) this.carried.note(table, [a.familyHash], due);

@@ -1,5 +1,6 @@
 import { AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
 import type { Carrier } from "./carried-audit";
+import { storedEvents } from "./contract/carried-events";
 import type { SessionInfo, StartSession } from "./contract/verbs";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
@@ -85,7 +86,7 @@ export class SessionStore extends ShardStore {
         a.session.auth_time,
         a.session.expires_at,
         a.txHash,
-        events ? JSON.stringify(events) : null,
+        events ? JSON.stringify(storedEvents(events)) : null,
         events ? due : null,
       );
       if (events) this.carried.note(table, [a.sessionHash], due);

@@ -1,3 +1,4 @@
+import { eventsFrom, storedEvents } from "../contract/carried-events";
 import type { AuditEvent } from "../contract/verbs";
 
 /**
@@ -15,12 +16,15 @@ export type SentEvents = Record<string, AuditEvent[]>;
 
 /** The events a limits row carries, from its `audit` column as `readLimits` read it. */
 export function sentEventsOf(audit: string | null | undefined): SentEvents {
-  return audit ? (JSON.parse(audit) as SentEvents) : {};
+  if (!audit) return {};
+  const parsed = JSON.parse(audit) as Record<string, unknown>;
+  return Object.fromEntries(Object.entries(parsed).map(([tx, stored]) => [tx, eventsFrom(stored)]));
 }
 
 /**
- * The row's events with a code's added to its login's, for `saveLimits` to write in its one statement.
- * Logins whose events were due long ago are dropped, once the watermark says they are in D1.
+ * The row's events with a code's added to its login's, for `saveLimits` to write in its one statement
+ * (each login's in their stored form, carried-audit.ts). Logins whose events were due long ago are
+ * dropped, once the watermark says they are in D1.
  */
 export function withSentEvent(
   audit: string | null | undefined,
@@ -34,5 +38,5 @@ export function withSentEvent(
     if (last + KEEP_MS < flushedTo) delete all[tx];
   }
   all[txHash] = [...(all[txHash] ?? []), event];
-  return JSON.stringify(all);
+  return JSON.stringify(Object.fromEntries(Object.entries(all).map(([tx, events]) => [tx, storedEvents(events)])));
 }

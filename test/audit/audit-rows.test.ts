@@ -1,5 +1,6 @@
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { carriedGroups } from "../../durable-objects/carried-audit";
 import {
   type AuditRow,
   auditMonths,
@@ -8,7 +9,9 @@ import {
   pagesTable,
   writeAuditGroups,
 } from "../../durable-objects/contract/audit-trail";
+import { storedEvents } from "../../durable-objects/contract/carried-events";
 import { meteredD1, newD1Meter } from "../../durable-objects/contract/d1-meter";
+import type { AuditEvent } from "../../durable-objects/contract/verbs";
 import { sweepAuditEvents } from "../../workers/op-mgmt/src/retention";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEvents } from "../support/harness";
@@ -174,5 +177,52 @@ describe("audit retention of the table from before the months, tenant by tenant"
       .bind(tag)
       .all<{ id: string }>();
     expect(left.results.map((r) => r.id)).toEqual([`${tag}-t-new`]);
+  });
+});
+
+describe("a login's events as a carrier row stores them (issue 44)", () => {
+  const login = (tenant?: string): AuditEvent[] => [
+    {
+      id: "e1",
+      at: 1,
+      kind: "code_sent",
+      user_id: "usr_1",
+      email_key: "k",
+      client_id: null,
+      ip: "192.0.2.1",
+      detail: { attempt: 1 },
+      ...(tenant ? { tenant } : {}),
+    },
+    {
+      id: "e2",
+      at: 2,
+      kind: "sign_in",
+      user_id: "usr_1",
+      email_key: "k",
+      client_id: null,
+      ip: "192.0.2.1",
+      detail: { sid: "s" },
+      ...(tenant ? { tenant } : {}),
+    },
+    {
+      id: "e3",
+      at: 3,
+      kind: "token_issued",
+      user_id: "usr_1",
+      email_key: null,
+      client_id: "app",
+      ip: "198.51.100.7",
+      detail: null,
+      ...(tenant ? { tenant } : {}),
+    },
+  ];
+  it("reads back exactly what it stored, the shared fields once, and rows stored whole before it", () => {
+    for (const events of [login(), login("acme")]) {
+      const stored = JSON.stringify(storedEvents(events));
+      expect(carriedGroups(stored)).toEqual([events]);
+      expect(stored.length).toBeLessThan(JSON.stringify(events).length * 0.7);
+      expect(carriedGroups(JSON.stringify(events))).toEqual([events]);
+      expect(carriedGroups(JSON.stringify({ tx1: storedEvents(events), tx2: events }))).toEqual([events, events]);
+    }
   });
 });

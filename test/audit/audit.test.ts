@@ -2,6 +2,7 @@ import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject 
 import { decodeJwt } from "jose";
 import { describe, expect, it, vi } from "vitest";
 import { AUDIT_FLUSH_DELAY_MS, type AuditBuffer } from "../../durable-objects/audit-buffer";
+import { carriedGroups } from "../../durable-objects/carried-audit";
 import { auditEvent } from "../../durable-objects/contract/audit-event";
 import { eventsTable, monthOf } from "../../durable-objects/contract/audit-trail";
 import type { AuditEvent } from "../../durable-objects/contract/verbs";
@@ -55,7 +56,7 @@ const carried = async (stub: DurableObjectStub, base: string) =>
       for (const { audit } of state.storage.sql
         .exec<{ audit: string | null }>(`SELECT audit FROM ${name} WHERE audit IS NOT NULL`)
         .toArray())
-        out.push(...(JSON.parse(audit as string) as AuditEvent[]));
+        for (const group of carriedGroups(audit as string)) out.push(...group);
     return out;
   });
 

@@ -1,5 +1,6 @@
 import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { sentEventsOf } from "../../durable-objects/challenge/sent-events";
 import authApp from "../../workers/op-auth/src/index";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEmailKey } from "../../workers/shared/events/audit";
@@ -134,9 +135,7 @@ describe("EmailCodeGenerate (CONTRACT §2.2)", () => {
         "SELECT audit FROM email_limits WHERE email_key = ?",
         key,
       );
-      const events = carried.flatMap((r) =>
-        Object.values(JSON.parse(r.audit ?? "{}") as Record<string, { kind: string }[]>).flat(),
-      );
+      const events = carried.flatMap((r) => Object.values(sentEventsOf(r.audit)).flat());
       if (captured.length || events.length) found.push({ shard: s, captured, events: events.map((e) => e.kind) });
     }
     expect(found[0]?.shard).toBe(routeKey(loadConfig(env), "challenge", key, "global").shard);

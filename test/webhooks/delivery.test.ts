@@ -372,11 +372,16 @@ describe("webhooks: delivery (issue 25)", () => {
     const endpoint = await createEndpoint(hook.url, ["webhook.test"]);
     // 50 messages, each attempted once: 50 failed attempts in a row ...
     for (let i = 0; i < 50; i++) await admin(`/webhooks/${endpoint.id}/test`, { method: "POST" });
-    await deliver(endpoint);
-    await deliver(endpoint);
-    let row = await env.DB.prepare("SELECT enabled, consecutive_failures FROM webhook_endpoints WHERE id = ?")
-      .bind(endpoint.id)
-      .first<{ enabled: number; consecutive_failures: number }>();
+    // An alarm run attempts what its time allows (fewer on a loaded machine): run it until all 50 were tried.
+    const failures = () =>
+      env.DB.prepare("SELECT enabled, consecutive_failures FROM webhook_endpoints WHERE id = ?")
+        .bind(endpoint.id)
+        .first<{ enabled: number; consecutive_failures: number }>();
+    let row = await failures();
+    for (let i = 0; i < 20 && (row?.consecutive_failures ?? 0) < 50; i++) {
+      await deliver(endpoint);
+      row = await failures();
+    }
     // ... but not yet failing for three days: still enabled.
     expect(row).toEqual({ enabled: 1, consecutive_failures: 50 });
     at(3 * 86_400_000 + 1_000);
