@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { isLocale, type Locale, pickLocale } from "../../../shared/branding/i18n";
+import { getCookie } from "../../../shared/platform/http";
 import type { ConsoleEnv } from "./env";
 
 /**
@@ -28,7 +29,7 @@ export const LANG_COOKIE = "kw_console_lang";
 export function consoleLocale(c: Context<ConsoleEnv>): { locale: Locale; chosen: boolean } {
   const asked = c.req.query("lang");
   if (isLocale(asked)) return { locale: asked, chosen: true };
-  const cookie = /(?:^|;\s*)kw_console_lang=([a-z]{2})/.exec(c.req.header("cookie") ?? "")?.[1];
+  const cookie = getCookie(c.req.raw, LANG_COOKIE);
   if (isLocale(cookie)) return { locale: cookie, chosen: false };
   return {
     locale: pickLocale({ acceptLanguage: c.req.header("accept-language") ?? null, fallback: "en" }),

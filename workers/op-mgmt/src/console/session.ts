@@ -12,6 +12,7 @@ import type { Config } from "../../../shared/config/config";
 import { forgetClient } from "../../../shared/oauth/clients";
 import { keyRing } from "../../../shared/oauth/keys";
 import { normalizeEmail } from "../../../shared/people/email";
+import { getCookie, setCookie } from "../../../shared/platform/http";
 import { DEFAULT_TENANT } from "../../../shared/routing/tenant-route";
 import type { ConsoleEnv } from "./env";
 import { renderMessagePage } from "./layout";
@@ -55,25 +56,15 @@ interface LoginState {
 const material = (config: Config) => `keyway-console:${config.KEY_ENCRYPTION_SECRET}`;
 const redirectUri = (config: Config) => `${config.ISSUER}/console/callback`;
 
-function cookie(config: Config, name: string, value: string, maxAge: number): string {
-  const secure = config.ISSUER.startsWith("https:") ? "; Secure" : "";
-  return `${name}=${value}; Path=/console; HttpOnly; SameSite=Lax; Max-Age=${maxAge}${secure}`;
-}
-
-function readCookie(c: Context<ConsoleEnv>, name: string): string | null {
-  for (const part of (c.req.header("cookie") ?? "").split(";")) {
-    const eq = part.indexOf("=");
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return null;
-}
+const cookie = (config: Config, name: string, value: string, maxAge: number) =>
+  setCookie(name, value, { secure: config.secureCookies, maxAge, path: "/console" });
 
 export async function openSealed<T extends { exp: number }>(
   c: Context<ConsoleEnv>,
   name: string,
   aad: string,
 ): Promise<T | null> {
-  const raw = readCookie(c, name);
+  const raw = getCookie(c.req.raw, name);
   if (!raw || raw.length > 4096) return null;
   const opened = await unseal(material(c.get("config")), raw, aad);
   if (!opened) return null;
