@@ -99,8 +99,51 @@ function createMonth(month: string): string[] {
  */
 export const ROW_SPAN_MS = 2 * 3_600_000;
 
-/** An event of a row's `more`, as stored (`detail` as JSON text, as the row's own). */
+/** An event of a row's `more`, whole (`detail` as JSON text, as the row's own). */
 type MoreEvent = Omit<AuditRow, "tenant">;
+
+/** The fields a `more` event stores only where they differ from its row's anchor. */
+const SHARED_WITH_ANCHOR = ["user_id", "email_key", "client_id", "ip"] as const;
+
+/**
+ * A `more` event as stored: `id`, `at` and `kind` always (the merge below and `withLastLogin` read
+ * them in SQL), `detail` as JSON itself rather than JSON text inside JSON, and of the anchor's fields
+ * only those that differ from it (a login's events share user, address and IP: stored whole, they
+ * were about 200 of the row's bytes). Rows written before store every field, with `detail` as text.
+ */
+type StoredMoreEvent = Pick<MoreEvent, "id" | "at" | "kind"> &
+  Partial<Pick<MoreEvent, (typeof SHARED_WITH_ANCHOR)[number]>> & { detail?: unknown };
+
+function storedMore(e: MoreEvent, anchor: Omit<AuditRow, "tenant">): StoredMoreEvent {
+  const stored: StoredMoreEvent = { id: e.id, at: e.at, kind: e.kind };
+  for (const k of SHARED_WITH_ANCHOR) if (e[k] !== anchor[k]) stored[k] = e[k];
+  if (e.detail !== null) {
+    const parsed = safeParse(e.detail);
+    // Only an object is stored as JSON: a string on reading is text from a row written before.
+    stored.detail = typeof parsed === "object" && parsed !== null ? parsed : e.detail;
+  }
+  return stored;
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function moreFromStored(e: StoredMoreEvent, anchor: Omit<AuditRow, "tenant">): MoreEvent {
+  const whole = { id: e.id, at: e.at, kind: e.kind } as MoreEvent;
+  for (const k of SHARED_WITH_ANCHOR) whole[k] = k in e ? (e[k] ?? null) : anchor[k];
+  whole.detail =
+    e.detail === undefined || e.detail === null
+      ? null
+      : typeof e.detail === "string"
+        ? e.detail
+        : JSON.stringify(e.detail);
+  return whole;
+}
 
 /** Months whose events table this isolate has seen with its `more` column. */
 const monthsWithMore = new Set<string>();
@@ -167,8 +210,8 @@ const moreOf = (e: AuditRow): MoreEvent => ({
 /** A row's events: its anchor, then its `more`. */
 export function eventsOfRow<R extends Omit<AuditRow, "tenant"> & { more?: string | null }>(row: R): MoreEvent[] {
   const { more, ...anchor } = row;
-  const rest = more ? (JSON.parse(more) as MoreEvent[]) : [];
-  return [moreOf({ ...anchor, tenant: null }), ...rest.map((e) => ({ ...e, detail: e.detail ?? null }))];
+  const rest = more ? (JSON.parse(more) as StoredMoreEvent[]) : [];
+  return [moreOf({ ...anchor, tenant: null }), ...rest.map((e) => moreFromStored(e, anchor))];
 }
 
 /**
@@ -200,7 +243,7 @@ export async function writeAuditGroups(db: D1Database, groups: AuditRow[][]): Pr
     const stored = new Map(
       existing.map((r) => [
         `${r.tenant}\u0000${r.subject}\u0000${r.at}\u0000${r.id}`,
-        new Set([r.id, ...(r.more ? (JSON.parse(r.more) as MoreEvent[]).map((e) => e.id) : [])]),
+        new Set([r.id, ...(r.more ? (JSON.parse(r.more) as StoredMoreEvent[]).map((e) => e.id) : [])]),
       ]),
     );
     const writes: { plan: RowPlan; added: PagedEvent[] }[] = [];
@@ -227,7 +270,7 @@ export async function writeAuditGroups(db: D1Database, groups: AuditRow[][]): Pr
       client_id: plan.anchor.client_id,
       ip: plan.anchor.ip,
       detail: plan.anchor.detail,
-      more: plan.more.length ? JSON.stringify(plan.more) : null,
+      more: plan.more.length ? JSON.stringify(plan.more.map((m) => storedMore(m, plan.anchor))) : null,
     }));
     const pages = new Map<string, { tenant: string; entries: PagedEvent[] }>();
     for (const { plan, added } of writes)

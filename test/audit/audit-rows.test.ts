@@ -4,6 +4,7 @@ import { carriedGroups } from "../../durable-objects/carried-audit";
 import {
   type AuditRow,
   auditMonths,
+  eventsOfRow,
   eventsTable,
   monthOf,
   pagesTable,
@@ -107,6 +108,49 @@ describe("audit events in D1, by month", () => {
         `${t}-m`,
       ]);
     }
+  });
+
+  it("stores a row's later events with only what differs from its first, and reads them back whole (rows written whole before too)", async () => {
+    const tag = `compact-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+    const now = Date.now();
+    const sent = {
+      ...row(`${tag}-1`, now, `${tag}-u`, "e"),
+      kind: "code_sent",
+      client_id: null,
+      detail: '{"attempt":1}',
+    };
+    const signIn = {
+      ...row(`${tag}-2`, now + 5, `${tag}-u`, "e"),
+      client_id: null,
+      detail: '{"sid":"s","created":true}',
+    };
+    const issued = { ...row(`${tag}-3`, now + 9, `${tag}-u`, "e"), kind: "token_issued", ip: null, detail: null };
+    await writeAuditGroups(env.DB, [[sent, signIn, issued]]);
+    const month = monthOf(now);
+    const stored = await env.DB.prepare(
+      `SELECT id, at, kind, user_id, email_key, client_id, ip, detail, more FROM ${eventsTable(month)} WHERE id = ?`,
+    )
+      .bind(`${tag}-1`)
+      .first<Parameters<typeof eventsOfRow>[0] & { more: string }>();
+    if (!stored) throw new Error("no row");
+    // The sign-in shares everything with the code's event but its detail, kept as JSON, not text;
+    // the token's event differs in its client and its IP (null is stored, absent means the anchor's).
+    expect(JSON.parse(stored.more)).toEqual([
+      { id: `${tag}-2`, at: now + 5, kind: "sign_in", detail: { sid: "s", created: true } },
+      { id: `${tag}-3`, at: now + 9, kind: "token_issued", client_id: "c", ip: null },
+    ]);
+    const whole = ({ tenant: _, ...e }: AuditRow) => e;
+    expect(eventsOfRow(stored)).toEqual([whole(sent), whole(signIn), whole(issued)]);
+    // The harness's SQL view (and so the trail's readers in SQL) sees the same events.
+    const viewed = await env.DB.prepare(
+      `SELECT id, at, kind, user_id, email_key, client_id, ip, detail FROM ${await auditEvents()} WHERE id LIKE ? ORDER BY id`,
+    )
+      .bind(`${tag}-%`)
+      .all();
+    expect(viewed.results).toEqual([whole(sent), whole(signIn), whole(issued)]);
+    // A row written before (each later event whole, its detail as text) reads the same.
+    const before = { ...stored, more: JSON.stringify([whole(signIn), whole(issued)]) };
+    expect(eventsOfRow(before)).toEqual([whole(sent), whole(signIn), whole(issued)]);
   });
 
   it("a user's or an address's events are a range of the month's key; the tenant's trail a range of its pages' key", async () => {

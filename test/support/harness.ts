@@ -636,8 +636,9 @@ export async function auditEvents(db: D1Database = env.DB): Promise<string> {
       .map((c) =>
         c === "tenant"
           ? "a.tenant"
-          : c === "detail"
-            ? "json_extract(x.value, '$.detail')"
+          : ["user_id", "email_key", "client_id", "ip"].includes(c)
+            ? // Stored only where it differs from the row's anchor (audit-trail.ts `storedMore`).
+              `CASE WHEN json_type(x.value, '$.${c}') IS NULL THEN a.${c} ELSE json_extract(x.value, '$.${c}') END`
             : `json_extract(x.value, '$.${c}')`,
       )
       .join(", ")} FROM ${eventsTable(m)} a, json_each(COALESCE(a.more, '[]')) x`;

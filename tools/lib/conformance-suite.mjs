@@ -263,6 +263,12 @@ export class Suite {
           await nav(() => page.click('form[action$="/email-code/verify"] button[type=submit]'));
           continue;
         }
+        // CONTRACT §10: after an email code, a browser is offered a passkey; the suite's tests are not
+        // about passkeys, so the person declines ("Not now") and the login goes on.
+        if (atKeyway && (await page.$('form[action$="/passkey/later"] button[type=submit]'))) {
+          await nav(() => page.click('form[action$="/passkey/later"] button[type=submit]'));
+          continue;
+        }
         if (atKeyway && (await page.$('form[action$="/logout"] button.primary'))) {
           await nav(() => page.click('form[action$="/logout"] button.primary'));
           continue;
