@@ -281,7 +281,9 @@ export async function writeAuditGroups(db: D1Database, groups: AuditRow[][]): Pr
         pages.set(key, page);
       }
     const pageRows = [...pages.values()].map(({ tenant, entries }) => {
-      const sorted = entries.sort((a, b) => atOf(a) - atOf(b) || (idOf(a) < idOf(b) ? -1 : 1));
+      // In the order they were added (a row's events together, which `storedPage` relies on); the
+      // page's key and bounds from its events' times.
+      const sorted = [...entries].sort((a, b) => atOf(a) - atOf(b) || (idOf(a) < idOf(b) ? -1 : 1));
       const first = sorted[0] as PagedEvent;
       return {
         tenant,
@@ -289,7 +291,7 @@ export async function writeAuditGroups(db: D1Database, groups: AuditRow[][]): Pr
         id: idOf(first),
         first_at: atOf(first),
         sign_ins: sorted.filter((e) => e[3] === "sign_in").length,
-        events: JSON.stringify(sorted),
+        events: JSON.stringify(storedPage(entries)),
       };
     });
     const table = eventsTable(month);
@@ -326,6 +328,46 @@ export async function writeAuditGroups(db: D1Database, groups: AuditRow[][]): Pr
   }
   return fresh;
 }
+
+/**
+ * A page's entries as stored: an entry whose row is the one of the entry before it is written
+ * `[kind, eventAt, eventId]` (a login's events are one row: its second and third entries repeated the
+ * row's subject, time and id, about half of the page's bytes). Readers expand them (`pageEntries`).
+ */
+type StoredPageEntry = PagedEvent | [kind: string, eventAt: number, eventId: string];
+
+function storedPage(entries: PagedEvent[]): StoredPageEntry[] {
+  let row = "";
+  return entries.map((e) => {
+    const key = `${e[0]}\u0000${e[1]}\u0000${e[2]}`;
+    const same = key === row;
+    row = key;
+    return same ? [e[3], atOf(e), idOf(e)] : e;
+  });
+}
+
+/** A page's `events` column as entries, each with its row's key. */
+export function pageEntries(json: string): PagedEvent[] {
+  let last: PagedEvent | undefined;
+  return (JSON.parse(json) as StoredPageEntry[]).flatMap((e): PagedEvent[] => {
+    if (e.length !== 3) {
+      last = e;
+      return [e];
+    }
+    if (!last) return []; // not written so: a short entry always follows its row's first
+    const [kind, at, id] = e;
+    return [[last[0], last[1], last[2], kind, at, id]];
+  });
+}
+
+/**
+ * SQL for a page entry's kind and time, for `json_each` over a page's `events` as `alias` (short
+ * entries, and the event's own time in an entry of 6).
+ */
+export const pageEntrySql = (alias: string) => ({
+  kind: `CASE json_array_length(${alias}.value) WHEN 3 THEN json_extract(${alias}.value, '$[0]') ELSE json_extract(${alias}.value, '$[3]') END`,
+  at: `CASE json_array_length(${alias}.value) WHEN 3 THEN json_extract(${alias}.value, '$[1]') WHEN 6 THEN json_extract(${alias}.value, '$[4]') ELSE json_extract(${alias}.value, '$[1]') END`,
+});
 
 /** A page entry's event time and id: its own, for an event of a row's `more` (entries of 6). */
 export const atOf = (e: PagedEvent): number => e[4] ?? e[1];

@@ -25,12 +25,13 @@ interface StoredEvents {
 export function storedEvents(events: AuditEvent[]): StoredEvents {
   const first = events[0];
   const shared: Record<string, unknown> = {};
-  if (first) for (const k of SHARED) if (first[k] !== undefined) shared[k] = first[k];
+  // A field absent is null (`eventsFrom`): nulls are not written, in `s` or in an event's own.
+  if (first) for (const k of SHARED) if (first[k] !== undefined && first[k] !== null) shared[k] = first[k];
   return {
     s: shared,
     e: events.map((ev) => {
       const own: Record<string, unknown> = {};
-      for (const k of SHARED) if (ev[k] !== shared[k]) own[k] = ev[k] ?? null;
+      for (const k of SHARED) if ((ev[k] ?? null) !== (shared[k] ?? null)) own[k] = ev[k] ?? null;
       const row: StoredEvents["e"][number] = [ev.id, ev.at, ev.kind, ev.detail];
       if (Object.keys(own).length) row.push(own);
       return row;

@@ -7,6 +7,7 @@ import {
   eventsOfRow,
   eventsTable,
   monthOf,
+  pageEntries,
   pagesTable,
   writeAuditGroups,
 } from "../../durable-objects/contract/audit-trail";
@@ -14,6 +15,7 @@ import { storedEvents } from "../../durable-objects/contract/carried-events";
 import { meteredD1, newD1Meter } from "../../durable-objects/contract/d1-meter";
 import type { AuditEvent } from "../../durable-objects/contract/verbs";
 import { sweepAuditEvents } from "../../workers/op-mgmt/src/retention";
+import { signInsBetween } from "../../workers/op-mgmt/src/stats";
 import { loadConfig } from "../../workers/shared/config/config";
 import { auditEvents } from "../support/harness";
 import { createTenant } from "../tenants/support";
@@ -148,6 +150,23 @@ describe("audit events in D1, by month", () => {
       .bind(`${tag}-%`)
       .all();
     expect(viewed.results).toEqual([whole(sent), whole(signIn), whole(issued)]);
+    // Its page lists the row once in full, then the row's later events by kind, time and id alone.
+    const page = await env.DB.prepare(`SELECT events FROM ${pagesTable(month)} WHERE id = ?`)
+      .bind(`${tag}-1`)
+      .first<{ events: string }>();
+    expect(JSON.parse(page?.events ?? "[]")).toEqual([
+      [`${tag}-u`, now, `${tag}-1`, "code_sent"],
+      ["sign_in", now + 5, `${tag}-2`],
+      ["token_issued", now + 9, `${tag}-3`],
+    ]);
+    expect(pageEntries(page?.events ?? "[]")).toEqual([
+      [`${tag}-u`, now, `${tag}-1`, "code_sent"],
+      [`${tag}-u`, now, `${tag}-1`, "sign_in", now + 5, `${tag}-2`],
+      [`${tag}-u`, now, `${tag}-1`, "token_issued", now + 9, `${tag}-3`],
+    ]);
+    // The bill's count of logins reads the sign-in's own time from its short entry.
+    expect(await signInsBetween(env.DB, now + 5, now + 6)).toBe(1);
+    expect(await signInsBetween(env.DB, now, now + 5)).toBe(0);
     // A row written before (each later event whole, its detail as text) reads the same.
     const before = { ...stored, more: JSON.stringify([whole(signIn), whole(issued)]) };
     expect(eventsOfRow(before)).toEqual([whole(sent), whole(signIn), whole(issued)]);

@@ -8,6 +8,7 @@ import {
   monthBounds,
   PAGE_SPAN_MS,
   type PagedEvent,
+  pageEntries,
   pagesTable,
   ROW_SPAN_MS,
 } from "../../../durable-objects/contract/audit-trail";
@@ -144,8 +145,7 @@ async function tenantEvents(db: D1Database, month: string, f: Filter, n: number)
       .bind(f.tenant, f.from, top, ...(before ? [before.at, before.at, before.id] : []))
       .all();
     for (const page of results)
-      for (const e of JSON.parse(page.events) as PagedEvent[])
-        if (passes(f, { at: atOf(e), id: idOf(e), kind: e[3] })) found.push(e);
+      for (const e of pageEntries(page.events)) if (passes(f, { at: atOf(e), id: idOf(e), kind: e[3] })) found.push(e);
     const last: { at: number; id: string } | undefined = results.at(-1);
     if (!last || results.length < PAGES_PER_READ) break;
     found.sort(newer);

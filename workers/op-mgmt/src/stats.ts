@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { z } from "zod";
-import { auditMonths, monthBounds, pagesTable } from "../../../durable-objects/contract/audit-trail";
+import { auditMonths, monthBounds, pageEntrySql, pagesTable } from "../../../durable-objects/contract/audit-trail";
 import type { PasskeyCounters, ShardStats } from "../../../durable-objects/contract/verbs";
 import { askPeers, type IsolateCounters, isolateSnapshot } from "../../shared/app/isolate";
 import { STORE_NAMES } from "../../shared/config/shards";
@@ -214,7 +214,8 @@ const AUDIT_SETTLE_MS = 8_000;
  * monthly pages (durable-objects/contract/audit-trail.ts): each page lists its events' kinds and times,
  * so no event row is read. Every tenant's pages of the month are scanned: admin use only.
  */
-async function signInsBetween(db: D1Database, from: number, to: number): Promise<number> {
+export async function signInsBetween(db: D1Database, from: number, to: number): Promise<number> {
+  const entry = pageEntrySql("e");
   const months = (await auditMonths(db)).filter((m) => {
     const b = monthBounds(m);
     return b.end > from && b.start < to;
@@ -225,8 +226,7 @@ async function signInsBetween(db: D1Database, from: number, to: number): Promise
       db
         .prepare(
           `SELECT COUNT(*) AS n FROM ${pagesTable(m)} AS p, json_each(p.events) AS e
-           WHERE p.at >= ? AND p.first_at < ? AND json_extract(e.value, '$[3]') = 'sign_in'
-             AND json_extract(e.value, '$[1]') >= ? AND json_extract(e.value, '$[1]') < ?`,
+           WHERE p.at >= ? AND p.first_at < ? AND ${entry.kind} = 'sign_in' AND ${entry.at} >= ? AND ${entry.at} < ?`,
         )
         .bind(from, to, from, to),
     ),
