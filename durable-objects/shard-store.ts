@@ -14,6 +14,12 @@ export interface StoreEnv {
 
 /** Sweeps of expired rows run at most about once a minute per shard. */
 const SWEEP_EVERY_MS = 60_000;
+/**
+ * After a flush, the next carried rows wait at least this long (issue 44): each alarm is a billed row
+ * (`setAlarm`) and request, and each flush a D1 page row, so at a low rate a shard flushing every
+ * second paid them for one or two logins. A row is written this much late at most.
+ */
+const CARRIED_FLUSH_EVERY_MS = 5_000;
 
 /**
  * What every store shard shares: SQLite-backed storage created lazily (schema statements only, no
@@ -306,7 +312,8 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
       // The events carried by this shard's rows (issue 44), written and handed over the same way.
       const carried = await this.carried.flush(this.env.DB, now);
       if (carried.length) await handOff(carried);
-      auditAt = Math.min(auditAt, this.carried.nextDue() ?? Number.POSITIVE_INFINITY);
+      const nextCarried = this.carried.nextDue();
+      if (nextCarried !== null) auditAt = Math.min(auditAt, Math.max(nextCarried, now + CARRIED_FLUSH_EVERY_MS));
       this.auditFailures = 0;
     } catch (err) {
       // The events stay in the outbox and the rows; back off while D1 fails. Expiry below does not

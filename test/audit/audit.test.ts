@@ -174,6 +174,24 @@ describe("audit trail", () => {
     expect(await rows()).toBe(1);
   });
 
+  it("after a flush, waits at least 5 s before the next one, so a slow trickle of logins shares alarms", async () => {
+    const stub = shardStub("refresh", 0, 2);
+    const next = await runInDurableObject(stub, async (instance, state) => {
+      (instance as unknown as { schemaReady(): void }).schemaReady();
+      const carried = (instance as unknown as { carried: { note(t: string, k: unknown[], due: number): void } })
+        .carried;
+      const now = Date.now();
+      // One row due now, the next half a second on (rows gone from the table: the flush skips them).
+      carried.note("families", ["gone-1"], now - 1);
+      carried.note("families", ["gone-2"], now + 500);
+      await (instance as unknown as { alarm(): Promise<void> }).alarm();
+      return { now, alarm: await state.storage.getAlarm() };
+    });
+    // Each alarm is a billed row and request, each flush a D1 page row: the second login waits for more.
+    expect(next.alarm).not.toBeNull();
+    expect(next.alarm as number).toBeGreaterThanOrEqual(next.now + 5_000);
+  });
+
   it("keeps a store's audit events while D1 fails, and still sweeps expired rows", async () => {
     const stub = shardStub("session", 0, 3);
     const tag = `usr_d1down_${Date.now()}`;
