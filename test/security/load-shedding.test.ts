@@ -148,8 +148,8 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
     // after they were due; `later` moves the clock on, so the probes before leave the 100 ms window.
     const advance = pinClock();
     let offset = 0;
-    const later = () => {
-      offset += 1_000;
+    const later = (ms = 2_000) => {
+      offset += ms;
       advance(offset);
     };
     const probe = async (late: number) => {
@@ -186,6 +186,14 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
     expect((await person.postJson("/email-code/generate", { tx, email })).status).toBe(200);
     const code = await latestCode(email, e);
     expect((await person.postJson("/email-code/verify", { tx, email, code })).status).toBe(200);
+    // A longer queue fits fewer than three probes in 100 ms: the last three still say it stands.
+    later();
+    for (let i = 0; i < 3; i++) {
+      later(120);
+      await probe(70);
+    }
+    expect(standingQueueMs()).toBe(70);
+    expect((await newLogin()).status).toBe(503);
     // One prompt probe in the window: the thread caught up, and new logins are admitted again.
     await probe(0);
     expect(standingQueueMs()).toBe(0);

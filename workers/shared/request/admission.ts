@@ -119,8 +119,10 @@ export function backlogMs(now = Date.now()): number {
  * the CPU does not raise it unless the thread is left too little to keep up, and then the queue is real.
  */
 const QUEUE_WINDOW_MS = 100;
-/** Fewer probes than this in the window say nothing (an idle isolate has no queue to measure). */
+/** Fewer probes than this say nothing (an idle isolate has no queue to measure). */
 const QUEUE_MIN_PROBES = 3;
+/** Probes older than this say nothing about the queue now. */
+const QUEUE_RECENT_MS = 1_000;
 const probes: { at: number; ms: number }[] = [];
 let probePending = false;
 
@@ -142,13 +144,18 @@ export function probeQueue(keep: (p: Promise<unknown>) => void, clock: () => num
   );
 }
 
-/** The least lateness of the probes in the last QUEUE_WINDOW_MS (ms), or 0 with too few of them. */
+/**
+ * The least lateness (ms) of the probes of the last QUEUE_WINDOW_MS, and of the last QUEUE_MIN_PROBES
+ * within QUEUE_RECENT_MS (probes run one at a time, so a queue longer than a third of the window fits
+ * fewer than three in it); 0 with fewer than QUEUE_MIN_PROBES (an idle isolate has no queue).
+ */
 export function standingQueueMs(now = Date.now()): number {
   let least = Number.POSITIVE_INFINITY;
   let n = 0;
   for (let i = probes.length - 1; i >= 0; i--) {
     const p = probes[i] as { at: number; ms: number };
-    if (now - p.at > QUEUE_WINDOW_MS) break;
+    const age = now - p.at;
+    if (age > QUEUE_WINDOW_MS && (n >= QUEUE_MIN_PROBES || age > QUEUE_RECENT_MS)) break;
     n++;
     if (p.ms < least) least = p.ms;
   }
