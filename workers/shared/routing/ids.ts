@@ -168,7 +168,11 @@ export function parseIdSealed(codec: IdCodec, kind: IdKind, value: unknown): Par
   return parseIdChecking(codec, kind, value, false);
 }
 
-/** An id `parseIdSealed` parsed whose seal then opened: its MAC holds (only Keyway seals onto its ids). */
+/**
+ * An id whose MAC holds because a seal of Keyway's vouches for it: one `parseIdSealed` parsed whose
+ * seal then opened (only Keyway seals onto its ids), or an id Keyway issued and carried inside a sealed
+ * state that just opened (a code's or a verified login's sid). A later `parseId` of it skips the HMAC.
+ */
 export function vouchedFor(codec: IdCodec, id: string): void {
   rememberMac(codec, id);
 }
