@@ -3,7 +3,7 @@ import type { AuditEvent, AuthRequest, SessionInfo } from "../../../durable-obje
 import type { Config } from "../../shared/config/config";
 import type { LoginClaims, TokenClaimsTemplate } from "../../shared/oauth/token-claims";
 import { currentGeneration, shardsIn } from "../../shared/routing/generations";
-import type { ParsedId } from "../../shared/routing/ids";
+import { type ParsedId, vouchedFor } from "../../shared/routing/ids";
 import { issueSealedId, openSealedId, sealOnto } from "../../shared/routing/sealed-id";
 import type { TxUi } from "./pages/ui";
 
@@ -150,6 +150,9 @@ export async function sealVerifiedLogin(
 export async function openVerifiedLogin(config: Config, value: unknown, now: number): Promise<VerifiedLogin | null> {
   const opened = await openSealedId<VerifiedState>(config, "tx", "login-done", value);
   if (!opened || opened.state.exp <= now) return null;
+  // The session's sid was issued by Keyway at verify and sealed here: its MAC holds (no HMAC when the
+  // code's region is read from it).
+  vouchedFor(config, opened.state.session.sid);
   return {
     id: opened.id,
     hash: await sha256(opened.id.id),

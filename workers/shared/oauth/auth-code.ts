@@ -1,7 +1,7 @@
 import { hmac, sha256 } from "../../../durable-objects/contract/crypto";
 import type { AuditEvent } from "../../../durable-objects/contract/verbs";
 import type { Config } from "../config/config";
-import { issueId, type ParsedId, parseId } from "../routing/ids";
+import { issueId, type ParsedId, parseId, vouchedFor } from "../routing/ids";
 import { issueSealedId, openSealedId } from "../routing/sealed-id";
 import type { ShardRef } from "../routing/shard-refs";
 import type { RequestedClaims } from "./claims-request";
@@ -75,6 +75,9 @@ export async function issueCode(config: Config, grant: CodeGrant, now: number, a
 export async function openCode(config: Config, value: unknown): Promise<OpenedCode | null> {
   const opened = await openSealedId<CodeState>(config, "code", "auth-code", value);
   if (!opened) return null;
+  // The login's sid was issued by Keyway and sealed with the grant: its MAC holds (no HMAC when the
+  // redemption parses it).
+  vouchedFor(config, opened.state.grant.sid);
   return { ...opened.state, id: opened.id, hash: await sha256(opened.id.id) };
 }
 

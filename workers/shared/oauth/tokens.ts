@@ -6,7 +6,7 @@ import { OAuthError } from "../platform/errors";
 import { issueId, parseId } from "../routing/ids";
 import { allShards } from "../routing/shard-refs";
 import { shard } from "../routing/stores";
-import { keyRing, type SigningAlg } from "./keys";
+import { keyRing, type SigningAlg, type SigningKey } from "./keys";
 import { clientTokenAudience, personTokenAudience, userinfoAudience } from "./resources";
 
 /** Claims Keyway puts in an access token besides the RFC 9068 ones: `sid` and `grant_id` drive revocation. */
@@ -43,6 +43,32 @@ export interface ClientTokenClaims extends JWTPayload {
 export type VerifiedAccessToken =
   | { kind: "user"; claims: AccessTokenClaims }
   | { kind: "client"; claims: ClientTokenClaims };
+
+const jwtEncoder = new TextEncoder();
+const base64urlJson = (value: unknown) => base64url(jwtEncoder.encode(JSON.stringify(value)));
+
+/** The WebCrypto signature algorithm of each JWS `alg` Keyway signs with (RFC 7518 §3.3, §3.4). */
+const JWS_SIGNING: Record<SigningAlg, Parameters<SubtleCrypto["sign"]>[0]> = {
+  RS256: { name: "RSASSA-PKCS1-v1_5" },
+  ES256: { name: "ECDSA", hash: "SHA-256" },
+};
+
+/**
+ * A compact JWS of `claims` (RFC 7515 §7.1), the same bytes as jose's SignJWT makes of the same header
+ * and claims set in the same order, without its builder: a token on the login path is two of these,
+ * and jose's copy of the claims (structuredClone), header round trip through JSON.parse, key checks
+ * and own base64 encoder cost more than the JSON and base64 themselves. The ring's keys are jose's
+ * own imports for their `alg` (keys.ts), so they need none of its checks.
+ */
+export async function signJwt(
+  key: SigningKey,
+  header: Record<string, string>,
+  claims: Record<string, unknown>,
+): Promise<string> {
+  const input = `${base64urlJson(header)}.${base64urlJson(claims)}`;
+  const signature = await crypto.subtle.sign(JWS_SIGNING[key.alg], key.key, jwtEncoder.encode(input));
+  return `${input}.${base64url(signature)}`;
+}
 
 /** The audience every token valid at /userinfo carries (a person's token, whatever its resources). */
 export function accessTokenAudience(config: Config): string {
@@ -84,7 +110,8 @@ export async function signAccessToken(
   const alg = config.POLICY.access_token_signing_alg;
   const key = (await keyRing(env, config)).signing[alg];
   // RFC 9068 §2.1: typ "at+jwt"; RS256 (the default) is the algorithm every resource server must support.
-  return new SignJWT({
+  // The claims in the order SignJWT's setters put them: the payload's, then iss, sub, aud, jti, iat, exp.
+  const claims: Record<string, unknown> = {
     ...c.extra,
     client_id: c.client_id,
     scope: c.scope,
@@ -92,15 +119,20 @@ export async function signAccessToken(
     grant_id: c.grant_id,
     auth_time: c.auth_time,
     ...(c.jkt ? { cnf: { jkt: c.jkt } } : {}),
-  })
-    .setProtectedHeader({ alg, typ: "at+jwt", kid: key.kid })
-    .setIssuer(config.ISSUER)
-    .setSubject(c.sub)
-    .setAudience(personTokenAudience(config, c.resource))
-    .setJti(c.jti)
-    .setIssuedAt(c.iat)
-    .setExpirationTime(c.iat + config.POLICY.access_token_ttl_seconds)
-    .sign(key.key);
+  };
+  claims.iss = config.ISSUER;
+  claims.sub = c.sub;
+  claims.aud = personTokenAudience(config, c.resource);
+  claims.jti = c.jti;
+  claims.iat = finiteDate(c.iat);
+  claims.exp = finiteDate(c.iat + config.POLICY.access_token_ttl_seconds);
+  return signJwt(key, { alg, typ: "at+jwt", kid: key.kid }, claims);
+}
+
+/** A NumericDate claim: a finite number, as SignJWT requires. */
+function finiteDate(value: number): number {
+  if (!Number.isFinite(value)) throw new TypeError("a JWT date claim must be a finite number");
+  return value;
 }
 
 /** Signs a client_credentials access token: RFC 9068 claims, `sub` = `client_id`, a jti of its own. */
@@ -159,14 +191,13 @@ export async function signIdToken(
     claims.email = c.email;
     claims.email_verified = true;
   }
-  return new SignJWT(claims)
-    .setProtectedHeader({ alg, typ: "JWT", kid: key.kid })
-    .setIssuer(config.ISSUER)
-    .setSubject(c.sub)
-    .setAudience(c.aud)
-    .setIssuedAt(c.iat)
-    .setExpirationTime(c.iat + config.POLICY.id_token_ttl_seconds)
-    .sign(key.key);
+  // As SignJWT's setters order them (signAccessToken).
+  claims.iss = config.ISSUER;
+  claims.sub = c.sub;
+  claims.aud = c.aud;
+  claims.iat = finiteDate(c.iat);
+  claims.exp = finiteDate(c.iat + config.POLICY.id_token_ttl_seconds);
+  return signJwt(key, { alg, typ: "JWT", kid: key.kid }, claims);
 }
 
 /**

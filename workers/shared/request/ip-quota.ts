@@ -103,5 +103,23 @@ export async function weighedLimit(limiter: RateLimit, key: string, perMinute: n
  * no store holds an address.
  */
 export function sourceKeyOf(c: Context<AppEnv>): Promise<string> {
-  return hmac(c.get("config").OTP_HMAC_SECRET, `source:${clientAddress(c.req.raw, 48)}`);
+  const secret = c.get("config").OTP_HMAC_SECRET;
+  const address = clientAddress(c.req.raw, 48);
+  // A login's generate and verify come from one address, usually to one isolate: its key is made once
+  // (an HMAC), kept per secret, the whole map dropped when full. A failed HMAC is not kept.
+  let keys = sourceKeys.get(secret);
+  if (!keys) {
+    keys = new Map();
+    sourceKeys.set(secret, keys);
+  }
+  const hit = keys.get(address);
+  if (hit) return hit;
+  if (keys.size >= SOURCE_KEYS_MAX) keys.clear();
+  const made = hmac(secret, `source:${address}`);
+  keys.set(address, made);
+  made.catch(() => keys.delete(address));
+  return made;
 }
+
+const sourceKeys = new Map<string, Map<string, Promise<string>>>();
+const SOURCE_KEYS_MAX = 4096;

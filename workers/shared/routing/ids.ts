@@ -154,6 +154,30 @@ export function issueId(
  * out their time.
  */
 export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId | null {
+  return parseIdChecking(codec, kind, value, true);
+}
+
+/**
+ * `parseId` for an id whose MAC something else vouches for: an id that is the additional data of an
+ * AES-GCM seal under a key derived from the same secret (sealed-id.ts), whose caller refuses the id
+ * unless the seal opens, so a made-up id is still refused before any storage call. Everything else
+ * (format, kind, tenant, region, generation, shard, legacy ids) is checked as `parseId` checks it.
+ * Once the seal has opened, `vouchedFor` remembers the id as one whose MAC holds.
+ */
+export function parseIdSealed(codec: IdCodec, kind: IdKind, value: unknown): ParsedId | null {
+  return parseIdChecking(codec, kind, value, false);
+}
+
+/**
+ * An id whose MAC holds because a seal of Keyway's vouches for it: one `parseIdSealed` parsed whose
+ * seal then opened (only Keyway seals onto its ids), or an id Keyway issued and carried inside a sealed
+ * state that just opened (a code's or a verified login's sid). A later `parseId` of it skips the HMAC.
+ */
+export function vouchedFor(codec: IdCodec, id: string): void {
+  rememberMac(codec, id);
+}
+
+function parseIdChecking(codec: IdCodec, kind: IdKind, value: unknown, checkMac: boolean): ParsedId | null {
   if (typeof value !== "string" || value.length > 170) return null;
   const m = ID_RE.exec(value) ?? UNPLACED_ID_RE.exec(value);
   if (!m || m[1] !== ID_PREFIX[kind]) return null;
@@ -172,7 +196,7 @@ export function parseId(codec: IdCodec, kind: IdKind, value: unknown): ParsedId 
   if (gen < firstLiveGeneration(shards, store)) return null;
   const secret = m[6] as string;
   if (secret.length === 2 * HALF) {
-    if (!macHolds(codec, value, value.slice(0, value.length - HALF), secret.slice(HALF))) return null;
+    if (checkMac && !macHolds(codec, value, value.slice(0, value.length - HALF), secret.slice(HALF))) return null;
   } else {
     const until = codec.POLICY?.legacy_ids_until;
     if (!until || Date.parse(until) <= Date.now()) return null;

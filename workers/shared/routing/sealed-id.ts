@@ -1,6 +1,6 @@
 import { seal, unseal } from "../../../durable-objects/contract/crypto";
 import type { Config } from "../config/config";
-import { type IdCodec, type IdKind, issueId, type ParsedId, parseId } from "./ids";
+import { type IdCodec, type IdKind, issueId, type ParsedId, parseIdSealed, vouchedFor } from "./ids";
 import type { ShardRef } from "./shard-refs";
 
 /**
@@ -57,9 +57,14 @@ export async function openSealedId<T>(
   if (typeof value !== "string" || value.length > MAX_LENGTH) return null;
   const dot = value.indexOf(".");
   if (dot < 0) return null;
-  const id = parseId(config, kind, value.slice(0, dot));
+  // The id's MAC is not computed here: the seal has the id as its additional data, under a key derived
+  // from the same secret, so it opens only next to an id Keyway sealed onto, which is one it issued (an
+  // HMAC fewer on each step, the MAC of a code issued by another isolate in particular). A made-up id
+  // is refused below, before any storage call, as parseId would refuse it.
+  const id = parseIdSealed(config, kind, value.slice(0, dot));
   if (!id) return null;
   const opened = await unseal(material(config, purpose), value.slice(dot + 1), id.id);
   if (opened === null) return null;
+  vouchedFor(config, id.id);
   return { id, state: JSON.parse(opened) as T };
 }

@@ -100,6 +100,13 @@ export function translator(locale: Locale): Translator {
       return asHtml ? escapeHtml(String(v)) : String(v);
     });
   const text = (key: MessageKey, params: MessageParams = {}) => fill(pick(key, params), params, false);
+  const durations = new Map<number, string>();
+  const wordDuration = (s: number): string => {
+    if (s < 90) return text("unit.seconds", { n: s });
+    const minutes = Math.ceil(s / 60);
+    if (minutes < 90) return text("unit.minutes", { n: minutes });
+    return text("unit.hours", { n: Math.ceil(s / 3600) });
+  };
   const t: Translator = {
     locale,
     dir,
@@ -108,10 +115,15 @@ export function translator(locale: Locale): Translator {
     html: (key, params = {}) => fill(escapeHtml(pick(key, params)), params, true),
     duration(seconds) {
       const s = Math.max(1, Math.ceil(seconds));
-      if (s < 90) return text("unit.seconds", { n: s });
-      const minutes = Math.ceil(s / 60);
-      if (minutes < 90) return text("unit.minutes", { n: minutes });
-      return text("unit.hours", { n: Math.ceil(s / 3600) });
+      // A few waits recur (the code's lifetime in every mail, the resend interval): each is worded once
+      // per isolate and locale (a plural rule and a template fill), the map cleared whole when full.
+      let worded = durations.get(s);
+      if (worded === undefined) {
+        worded = wordDuration(s);
+        if (durations.size >= 512) durations.clear();
+        durations.set(s, worded);
+      }
+      return worded;
     },
   };
   translators.set(locale, t);
