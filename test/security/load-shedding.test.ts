@@ -153,8 +153,9 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
       advance(offset);
     };
     const probe = async (late: number) => {
-      // A request's own probe may be pending: one at a time.
+      // A request's own probe may be pending: one at a time, and 20 ms apart at least.
       await new Promise((r) => setTimeout(r, 20));
+      later(25);
       const waits: Promise<unknown>[] = [];
       let reads = 0;
       probeQueue(
