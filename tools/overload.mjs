@@ -12,6 +12,8 @@
 //                                         a process beside that keeps HOG of a core busy (a spin loop,
 //                                         HOG of every 10 ms); what matters is how many logins were refused
 //
+//   STATE=tmpfs npm run overload          this checkout's state on a tmpfs instead of the disk
+//
 // Each rung is one k6 run: RAMP (5) seconds from 0 to the rate, HOLD (30) seconds at it, PAUSE (5)
 // seconds apart, after WARMUP (10) seconds at 10/s on each stack; every figure counts the whole run. Reported per rung: logins offered and completed
 // per second; refusals (503 or 429, each with Retry-After, or counted as without) of new logins and of
@@ -172,7 +174,9 @@ const targets = [];
 /** @type {Awaited<ReturnType<typeof runRung>>[]} */
 const rows = [];
 try {
-  targets.push(await keywayTarget({ policy, inspect: false }));
+  // STATE=tmpfs: this checkout's state on a tmpfs (no fsync on the runtime's thread), to tell the disk's
+  // pauses from the rest.
+  targets.push(await keywayTarget({ policy, inspect: false, stateInMemory: process.env.STATE === "tmpfs" }));
   if (baselineDir) targets.push(await baselineTarget(baselineDir, false));
   // Each stack warms up (JIT, caches, the first shards) at 10/s before anything is reported.
   if (warmup > 0)

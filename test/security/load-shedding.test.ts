@@ -5,9 +5,7 @@ import {
   loginEnded,
   loginsBound,
   loginsUnderWay,
-  probeQueue,
   resetAdmission,
-  standingQueueMs,
   started,
 } from "../../workers/shared/request/admission";
 import {
@@ -135,70 +133,6 @@ describe("load shedding (checklist I2: past capacity, 503 with Retry-After, neve
       expect(await res.json()).toMatchObject({ error: "invalid_request" });
     }
     expect(Date.now() - started).toBeLessThan(5_000);
-  });
-
-  it("refuses new logins while a queue stands on the isolate's thread, not for a pause, and lets logins under way go on (issue 44 item 3)", async () => {
-    resetAdmission();
-    const e = withVars({ POLICY: policy({ admission_queue_ms: 10 }) });
-    const client = await registerClient({}, e);
-    const person = new Browser({ env: e });
-    const email = uniqueEmail("queued");
-    const tx = await person.startLogin(client, (await pkce()).challenge);
-    // Date.now() pinned: the requests' own probes find no queue. Probes whose timers ran `late` ms
-    // after they were due; `later` moves the clock on, so the probes before leave the 100 ms window.
-    const advance = pinClock();
-    let offset = 0;
-    const later = (ms = 2_000) => {
-      offset += ms;
-      advance(offset);
-    };
-    const probe = async (late: number) => {
-      // A request's own probe may be pending: one at a time, and 20 ms apart at least.
-      await new Promise((r) => setTimeout(r, 20));
-      later(25);
-      const waits: Promise<unknown>[] = [];
-      let reads = 0;
-      probeQueue(
-        (p) => waits.push(p),
-        () => Date.now() + (reads++ === 0 ? 0 : late),
-      );
-      await Promise.all(waits);
-    };
-    const newLogin = async () =>
-      new Browser({ env: e }).fetch(`/authorize?${authorizeQuery(client, (await pkce()).challenge)}`, {
-        headers: { Accept: "application/json" },
-      });
-    // One late probe is a pause, not a queue: fewer than three say nothing.
-    later();
-    await probe(40);
-    expect(standingQueueMs()).toBe(0);
-    expect((await newLogin()).status).toBe(200);
-    // Three in a row, each 40 ms late: a queue stands; new logins are refused at once.
-    later();
-    await probe(40);
-    await probe(40);
-    await probe(40);
-    expect(standingQueueMs()).toBe(40);
-    const refused = await newLogin();
-    expect(refused.status).toBe(503);
-    expect(refused.headers.get("retry-after")).toBe("1");
-    expect(await refused.json()).toMatchObject({ error: "temporarily_unavailable" });
-    // The login under way is not: its code is sent and checked.
-    expect((await person.postJson("/email-code/generate", { tx, email })).status).toBe(200);
-    const code = await latestCode(email, e);
-    expect((await person.postJson("/email-code/verify", { tx, email, code })).status).toBe(200);
-    // A longer queue fits fewer than three probes in 100 ms: the last three still say it stands.
-    later();
-    for (let i = 0; i < 3; i++) {
-      later(120);
-      await probe(70);
-    }
-    expect(standingQueueMs()).toBe(70);
-    expect((await newLogin()).status).toBe(503);
-    // One prompt probe in the window: the thread caught up, and new logins are admitted again.
-    await probe(0);
-    expect(standingQueueMs()).toBe(0);
-    expect((await newLogin()).status).toBe(200);
   });
 
   it("refuses new work while recent latency is past the bound, before any storage call, with Retry-After from the backlog (issue 27 item 17)", async () => {

@@ -12,16 +12,7 @@ import { type Config, loadConfig } from "../config/config";
 import { ConfigError } from "../config/vars";
 import { errorResponse, OAuthError } from "../platform/errors";
 import { percentDecodesCleanly, watchBody } from "../platform/http";
-import {
-  admitNewWork,
-  finished,
-  isNewWorkByPath,
-  loginEnded,
-  probeQueue,
-  queueBound,
-  started,
-  tookLoginSlot,
-} from "../request/admission";
+import { admitNewWork, finished, isNewWorkByPath, loginEnded, started, tookLoginSlot } from "../request/admission";
 import type { AppEnv } from "../request/context";
 import { withLiveShards } from "../routing/live-shards";
 import { regionFor, requestGeo } from "../routing/placement";
@@ -99,9 +90,6 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     // New work is refused before the request awaits anything (issue 27 item 17): on a busy thread each
     // await would queue it behind the backlog it is refused for. The deployment's policy decides; a
     // new authorization request takes a place among the logins under way (issue 44 item 3).
-    // The thread's queue is sampled only where the policy refuses on it (admission.ts).
-    if (mode === "issuer" && queueBound(config.POLICY.admission_queue_ms, config.ENVIRONMENT) > 0)
-      probeQueue((p) => c.executionCtx.waitUntil(p));
     if (mode === "issuer" && isNewWorkByPath(c.req.method, route.path, new URL(c.req.url))) {
       c.set("config", config);
       admitNewWork(c, route.path === "/authorize");

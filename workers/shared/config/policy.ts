@@ -54,12 +54,6 @@ export const policyFields = z.object({
    * `loginsBound`), where a person's login holds its place for up to `login_slot_seconds`.
    */
   max_logins_under_way: z.number().int().min(1).max(100_000).optional(),
-  /**
-   * The queue (ms) that, standing in an isolate for the last 100 ms, refuses new logins with 503 and
-   * Retry-After (admission.ts `standingQueueMs`, issue 44 item 3). Unset: 10 on the local runtime
-   * (development), off (0) under test and in production; 0 turns it off.
-   */
-  admission_queue_ms: z.number().int().min(0).max(10_000).optional(),
   /** The longest a login counts as under way (s): an abandoned one frees its place after this. */
   login_slot_seconds: z.number().int().min(1).max(3_600).default(2),
   /**

@@ -106,77 +106,6 @@ export function backlogMs(now = Date.now()): number {
   return recent[Math.floor(recent.length / 2)] as number;
 }
 
-// ------------------------------------------------------------------------- the thread's queue, sampled
-
-/**
- * How long ready work waits for the isolate's thread, sampled (issue 44 item 3): a timer set for "now"
- * runs once the work ready before it has run, so its lateness is the queue a request arriving then
- * waits in. At most one probe is pending; a request starts one when none is (`probeQueue`).
- *
- * A queue that stands is overload; a burst or a pause (a garbage collection, a disk flush) is not. So,
- * as CoDel (RFC 8289 §3.2) does for packets, the signal is the *least* lateness seen over the last
- * QUEUE_WINDOW_MS: one prompt probe in the window says the thread caught up. Another process taking
- * the CPU does not raise it unless the thread is left too little to keep up, and then the queue is real.
- */
-const QUEUE_WINDOW_MS = 100;
-/** Fewer probes than this say nothing (an idle isolate has no queue to measure). */
-const QUEUE_MIN_PROBES = 3;
-/** Probes older than this say nothing about the queue now. */
-const QUEUE_RECENT_MS = 1_000;
-const probes: { at: number; ms: number }[] = [];
-let probePending = false;
-let probeStarted = 0;
-const QUEUE_PROBE_EVERY_MS = 20;
-
-/** Starts a probe of the thread's queue unless one is pending; `keep` keeps the request alive for it. */
-export function probeQueue(keep: (p: Promise<unknown>) => void, clock: () => number = Date.now): void {
-  if (probePending) return;
-  const due = clock();
-  // A probe costs a timer and a waitUntil (2-4 % of op-auth's samples when every request started one):
-  // one every QUEUE_PROBE_EVERY_MS still puts five in the window.
-  if (due - probeStarted < QUEUE_PROBE_EVERY_MS && due >= probeStarted) return;
-  probePending = true;
-  probeStarted = due;
-  keep(
-    new Promise<void>((resolve) =>
-      setTimeout(() => {
-        probePending = false;
-        const now = clock();
-        probes.push({ at: now, ms: now - due });
-        if (probes.length > 64) probes.splice(0, probes.length - 64);
-        resolve();
-      }, 0),
-    ),
-  );
-}
-
-/**
- * The least lateness (ms) of the probes of the last QUEUE_WINDOW_MS, and of the last QUEUE_MIN_PROBES
- * within QUEUE_RECENT_MS (probes run one at a time, so a queue longer than a third of the window fits
- * fewer than three in it); 0 with fewer than QUEUE_MIN_PROBES (an idle isolate has no queue).
- */
-export function standingQueueMs(now = Date.now()): number {
-  let least = Number.POSITIVE_INFINITY;
-  let n = 0;
-  for (let i = probes.length - 1; i >= 0; i--) {
-    const p = probes[i] as { at: number; ms: number };
-    const age = now - p.at;
-    if (age > QUEUE_WINDOW_MS && (n >= QUEUE_MIN_PROBES || age > QUEUE_RECENT_MS)) break;
-    n++;
-    if (p.ms < least) least = p.ms;
-  }
-  return n >= QUEUE_MIN_PROBES ? least : 0;
-}
-
-/**
- * `admission_queue_ms`, or its default by runtime: on the local one-thread runtime (development),
- * 10 ms; under test (the suite's pool runs tests on the thread it would measure) and in production
- * (not measured there) off unless set.
- */
-export function queueBound(set: number | undefined, environment: string): number {
-  return set ?? (environment === "development" ? 10 : 0);
-}
-
 // ------------------------------------------------------------------------------------- the counts
 
 /** A request began being worked on (createApp: once its body has arrived). */
@@ -204,9 +133,6 @@ export function resetAdmission(): void {
   floors.clear();
   slots.length = 0;
   head = 0;
-  probes.length = 0;
-  probePending = false;
-  probeStarted = 0;
 }
 
 /** Requests whose admission took a login's place: createApp frees it when the request began no login. */
@@ -243,11 +169,7 @@ export function admitNewWork(c: Context<AppEnv>, login = false): void {
   const p = config.POLICY;
   const now = Date.now();
   const underWay = login ? loginsUnderWay(p.login_slot_seconds * 1000, now) : 0;
-  const queueMs = login ? queueBound(p.admission_queue_ms, config.ENVIRONMENT) : 0;
-  const standing = queueMs > 0 ? standingQueueMs(now) : 0;
-  const overLogins =
-    login &&
-    (underWay >= loginsBound(p.max_logins_under_way, config.ENVIRONMENT) || (queueMs > 0 && standing > queueMs));
+  const overLogins = login && underWay >= loginsBound(p.max_logins_under_way, config.ENVIRONMENT);
   const overCount = inflight > p.max_inflight_requests;
   const backlog = p.admission_latency_ms > 0 ? backlogMs(now) : 0;
   const overTime = p.admission_latency_ms > 0 && backlog > p.admission_latency_ms;
@@ -263,7 +185,7 @@ export function admitNewWork(c: Context<AppEnv>, login = false): void {
   // of queueing, about that estimate times how far past it is.
   const pastBound = overTime ? Math.max(1, backlog / p.admission_latency_ms) : 1;
   const retryAfter = Math.min(30, Math.max(1, Math.ceil((backlog * pastBound) / 1000)));
-  noteRefusal(now, { logins_under_way: underWay, inflight, standing_queue_ms: standing });
+  noteRefusal(now, { logins_under_way: underWay, inflight });
   throw new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", {
     retryAfter,
     status: 503,
