@@ -77,18 +77,10 @@ import { baselineTarget, keywayTarget, peerTarget } from "./lib/bench-targets.mj
 import { floorTarget } from "./lib/floor-login.mjs";
 import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { installK6, REPO, raisedPolicy } from "./lib/k6-stack.mjs";
+import { numEnv } from "./lib/num-env.mjs";
 import { threadClock } from "./lib/proc.mjs";
 
 // ---------------------------------------------------------------------------------------------- settings
-
-/** @param {string} name @param {number} fallback */
-function numEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got ${raw}`);
-  return n;
-}
 
 const ladderText = process.env.LADDER || process.env.RATES || "50,100,150,200,300,400";
 const ladder = ladderText.split(",").map((s) => {

@@ -26,16 +26,8 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { baselineTarget, keywayTarget } from "./lib/bench-targets.mjs";
 import { exitOf, installK6, K6_PATH, REPO, raisedPolicy, spawnK6 } from "./lib/k6-stack.mjs";
+import { numEnv } from "./lib/num-env.mjs";
 import { CLK_TCK, cpuTicks, workerdPids } from "./lib/proc.mjs";
-
-/** @param {string} name @param {number} fallback */
-function numEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got ${raw}`);
-  return n;
-}
 
 const hog = numEnv("HOG", 0);
 const sustained = numEnv("SUSTAINED", 30);
