@@ -43,8 +43,8 @@ export class AuditBuffer extends ShardStore {
     return this.auditBacklog();
   }
 
-  override async alarm(): Promise<void> {
-    await super.alarm();
+  protected override async onAlarm(): Promise<void> {
+    await super.onAlarm();
     this.pending = undefined;
   }
 }

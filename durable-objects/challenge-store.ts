@@ -368,10 +368,10 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     }
   }
 
-  override async alarm(): Promise<void> {
+  protected override async onAlarm(): Promise<void> {
     for (const emailKey of owedReports(this.sql)) await this.#reportHome(emailKey);
     for (const emailKey of pendingCarries(this.sql, Date.now())) await this.#carry(emailKey);
-    await super.alarm();
+    await super.onAlarm();
     if (retriesLeft(this.sql) > 0) await this.expireAt(Date.now() + REPORT_RETRY_MS);
   }
 

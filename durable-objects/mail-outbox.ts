@@ -99,9 +99,9 @@ export class MailOutbox extends ShardStore<OutboxEnv> {
   }
 
   /** Due retries first; then what every shard's alarm does (the audit outbox, expiry); then the next retry. */
-  override async alarm(): Promise<void> {
+  protected override async onAlarm(): Promise<void> {
     await this.#retryDue();
-    await super.alarm();
+    await super.onAlarm();
     await this.#schedule();
   }
 

@@ -299,7 +299,30 @@ export abstract class ShardStore<E extends StoreEnv = StoreEnv> extends DurableO
     return n + (outbox.toArray().length ? this.audit.pendingDeletes() : 0);
   }
 
+  /** The alarm run under way, if any. */
+  #alarmRun: Promise<void> | null = null;
+
+  /**
+   * workerd's alarm entry point. A subclass adds to a run by overriding `onAlarm`. The run is kept so
+   * that `alarmIdle` can wait for it: in tests, `runDurableObjectAlarm` calls `alarm()` directly, beside
+   * an alarm workerd fired on its own for a pinned clock's past. In production runs never overlap.
+   */
   override async alarm(): Promise<void> {
+    const run = this.onAlarm();
+    this.#alarmRun = run;
+    try {
+      await run;
+    } finally {
+      if (this.#alarmRun === run) this.#alarmRun = null;
+    }
+  }
+
+  /** Resolves once no alarm run is under way (its outcome is the run's own business). */
+  async alarmIdle(): Promise<void> {
+    while (this.#alarmRun) await this.#alarmRun.catch(() => undefined);
+  }
+
+  protected async onAlarm(): Promise<void> {
     this.alarmRuns++;
     this.schemaReady();
     const now = Date.now();
@@ -368,6 +391,8 @@ export function countVerbCalls(store: abstract new (...args: never[]) => ShardSt
         "bucketFor",
         "auditBacklog",
         "alarm",
+        "onAlarm",
+        "alarmIdle",
         "webhookCounts",
         "stats",
       ].includes(name)

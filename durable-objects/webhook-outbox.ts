@@ -226,8 +226,8 @@ export class WebhookOutbox extends ShardStore<WebhookEnv> {
     };
   }
 
-  override async alarm(): Promise<void> {
-    await super.alarm();
+  protected override async onAlarm(): Promise<void> {
+    await super.onAlarm();
     try {
       await this.#deliverDue();
     } catch (err) {

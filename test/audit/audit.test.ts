@@ -14,6 +14,7 @@ import {
   policy,
   refreshGrant,
   registerClient,
+  runAlarmSettled,
   type Store,
   shardStub,
   sql,
@@ -35,7 +36,7 @@ const mailShards = () => [0, 1, 2, 3].map((s) => writeBehindStub("mail", s));
 
 /** What the alarms would do a few seconds from now: flush every audit buffer and outbox to D1. */
 async function flushAll(): Promise<void> {
-  for (const stub of [...auditShards(), ...storeShards(), ...mailShards()]) await runDurableObjectAlarm(stub);
+  for (const stub of [...auditShards(), ...storeShards(), ...mailShards()]) await runAlarmSettled(stub);
 }
 
 type OutboxRow = { kind: string; user_id: string | null; email_key: string | null; detail: string };

@@ -1,7 +1,7 @@
-import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type Browser, pinClock, uniqueEmail } from "../support/harness";
+import { type Browser, pinClock, runAlarmSettled, uniqueEmail } from "../support/harness";
 import { createTenant, tenantAdmin } from "../tenants/support";
 import { csrfOf, grant, signIn } from "./support";
 
@@ -65,7 +65,7 @@ async function deliver(id: string): Promise<void> {
   const row = await env.DB.prepare("SELECT shard FROM webhook_endpoints WHERE id = ?")
     .bind(id)
     .first<{ shard: string }>();
-  await runDurableObjectAlarm(env.WEBHOOKS.get(env.WEBHOOKS.idFromName(row?.shard as string)));
+  await runAlarmSettled(env.WEBHOOKS.get(env.WEBHOOKS.idFromName(row?.shard as string)));
 }
 
 /** Adds an endpoint through the console; returns its id and the secret the answer showed. */

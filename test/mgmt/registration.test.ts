@@ -1,4 +1,4 @@
-import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { auditEvent } from "../../durable-objects/contract/audit-event";
 import { webhookEventsOf } from "../../workers/shared/events/webhooks/catalogue";
@@ -11,6 +11,7 @@ import {
   loginForCode,
   redeem,
   registerClient,
+  runAlarmSettled,
   type TestClient,
   userinfo,
   withVars,
@@ -687,7 +688,7 @@ describe("the audit trail and webhooks", () => {
       ).status,
     ).toBe(200);
     expect((await configure(client, { method: "DELETE" })).status).toBe(204);
-    for (let s = 0; s < 4; s++) await runDurableObjectAlarm(writeBehindStub("audit", s));
+    for (let s = 0; s < 4; s++) await runAlarmSettled(writeBehindStub("audit", s));
     const { results } = await env.DB.prepare(
       `SELECT kind, client_id, detail FROM ${await auditEvents()} WHERE client_id = ? ORDER BY at`,
     )

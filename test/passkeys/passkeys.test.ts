@@ -1,4 +1,4 @@
-import { env, runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { webhookEventsOf } from "../../workers/shared/events/webhooks/catalogue";
 import {
@@ -17,6 +17,7 @@ import {
   pinClock,
   pkce,
   registerClient,
+  runAlarmSettled,
   shardStub,
   type TestClient,
   uniqueEmail,
@@ -43,7 +44,7 @@ async function audited(...kinds: string[]): Promise<{ kind: string; user_id: str
     ...[0, 1, 2, 3].map((s) => writeBehindStub("audit", s)),
     ...(["session", "challenge"] as const).flatMap((store) => [0, 1, 2, 3].map((s) => shardStub(store, 0, s))),
   ];
-  for (const stub of stubs) await runDurableObjectAlarm(stub);
+  for (const stub of stubs) await runAlarmSettled(stub);
   const { results } = await env.DB.prepare(
     `SELECT kind, user_id, detail FROM ${await auditEvents()} WHERE kind IN (${kinds.map(() => "?").join(",")}) ORDER BY at`,
   )

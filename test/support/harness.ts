@@ -1,4 +1,10 @@
-import { createExecutionContext, env, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  env,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { createLocalJWKSet, type JWTPayload, jwtVerify } from "jose";
 import { expect, vi } from "vitest";
 import { auditMonths, eventsTable } from "../../durable-objects/contract/audit-trail";
@@ -602,6 +608,20 @@ export function setCookieOf(res: Response, name: string): { value: string; attrs
     if ((pair as string).slice(0, eq) === name) return { value: (pair as string).slice(eq + 1), attrs, raw };
   }
   return null;
+}
+
+/**
+ * Runs a store's alarm now, as `runDurableObjectAlarm` does, and returns once no run is under way.
+ * With the clock pinned, an alarm set for the pinned "now" is in the real past, so workerd also fires
+ * it on its own: `runDurableObjectAlarm` then finds none scheduled and returns while that run is still
+ * flushing or delivering. Waiting for it (`ShardStore.alarmIdle`) makes the outcome the same either way.
+ */
+export async function runAlarmSettled(stub: DurableObjectStub): Promise<void> {
+  const idle = () =>
+    runInDurableObject(stub, (instance: unknown) => (instance as { alarmIdle(): Promise<void> }).alarmIdle());
+  await idle();
+  await runDurableObjectAlarm(stub);
+  await idle();
 }
 
 /**

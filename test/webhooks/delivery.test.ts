@@ -1,4 +1,4 @@
-import { abortAllDurableObjects, env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, env, runInDurableObject } from "cloudflare:test";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { forgetWebhookSubscribers } from "../../durable-objects/webhook-handoff";
@@ -14,6 +14,7 @@ import {
   pkce,
   policy,
   registerClient,
+  runAlarmSettled,
   type Store,
   shardStub,
   sql,
@@ -82,12 +83,12 @@ async function flushAudit(): Promise<void> {
     ...STORES.flatMap((s) => [0, 1, 2].map((n) => shardStub(s, 0, n))),
     ...[0, 1, 2, 3].map((n) => writeBehindStub("audit", n)),
   ])
-    await runDurableObjectAlarm(stub);
+    await runAlarmSettled(stub);
 }
 
 /** One run of the queue's alarm: every due message is attempted. */
 async function deliver(endpoint: { id: string }): Promise<void> {
-  await runDurableObjectAlarm(await queueOf(endpoint));
+  await runAlarmSettled(await queueOf(endpoint));
 }
 
 const messagesOf = async (endpoint: { id: string }) =>
