@@ -1,6 +1,7 @@
 // The production-like local runtime behind `npm start` and the e2e test: every Worker bundled by
 // wrangler exactly as `wrangler deploy` would upload it, then run with Miniflare's API in a single
-// workerd process, with no wrangler dev proxy in front. The gateway serves the issuer origin.
+// workerd process, with no wrangler dev proxy in front. The gateway serves the issuer origin from a
+// second workerd process, the front door (`front`), which reaches the Workers on ports of their own.
 
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -8,6 +9,7 @@ import { createServer } from "node:net";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Log, LogLevel, Miniflare } from "miniflare";
 import { unstable_readConfig as readConfig, unstable_splitSqlQuery as splitSqlQuery } from "wrangler";
+import { workerdPids } from "../tools/lib/proc.mjs";
 import {
   ALL_CONFIGS,
   DEFAULT_PORT,
@@ -42,6 +44,11 @@ import { wrangler } from "./lib/run.mjs";
  *   RPC call (LOCAL_RATE_LIMITER), as the binding is a counter in the Cloudflare location, instead of
  *   Miniflare's emulation (an entry Worker and a SQLite Durable Object per call). The dev gateway
  *   still serves the issuer's port.
+ * @property {boolean} [front] The dev gateway in a workerd process of its own, in front of the one that runs
+ *   Keyway (default true), reaching op-auth, op-token and op-mgmt on ports of their own: a front door with
+ *   its own thread, which refuses new logins past the bound at once instead of queueing the refusal behind
+ *   the admitted work on Keyway's one thread (issue 44 item 3, workers/dev-gateway/front-door.ts). False:
+ *   one process, the gateway beside the Workers.
  * @property {number | false} [cronEverySeconds] The Workers' Cron Triggers (`[triggers] crons`), which
  *   workerd never fires by itself: unset, each fires on its schedule, as on Cloudflare; a number fires
  *   every one of them that often (a compressed clock, for runs shorter than a schedule); false, never.
@@ -51,6 +58,9 @@ import { wrangler } from "./lib/run.mjs";
  * @property {Record<string, string>} workerUrls With `productionShaped`, each op Worker's own origin by name.
  * @property {boolean} built Whether this start bundled the Workers (false: the bundles in outDir were current).
  * @property {Miniflare} mf
+ * @property {{ keyway: number[], front: number[] }} pids The workerd processes as started: Keyway's, and the
+ *   front door's (none without `front`). Read from this process's children: a stack started beside another
+ *   in the same process counts the other's too.
  * @property {(cron: string) => Promise<void>} fireCron Runs a Cron Trigger of every Worker that has it, now.
  * @property {() => Promise<void>} dispose
  */
@@ -88,6 +98,7 @@ export async function startStack({
   inspectorPort = undefined,
   cronEverySeconds = undefined,
   productionShaped = false,
+  front = true,
 } = {}) {
   const issuer = issuerOrigin(publicIssuer ?? issuerFor(port));
   // First, before any build: a state folder that cannot be written stops here with what to do.
@@ -107,25 +118,48 @@ export async function startStack({
   const workerUrls = {};
   /** @type {Record<string, number>} */
   const ownPorts = {};
-  if (productionShaped)
+  if (productionShaped || front)
     for (const { path, config } of configs)
       if (OP_CONFIGS.includes(path)) {
         const name = /** @type {string} */ (config.name);
         ownPorts[name] = await freePort();
-        workerUrls[name.replace(/^keyway-/, "")] = `http://127.0.0.1:${ownPorts[name]}`;
+        if (productionShaped) workerUrls[name.replace(/^keyway-/, "")] = `http://127.0.0.1:${ownPorts[name]}`;
       }
+  /** The front door counts logins by op-auth's policy: its POLICY and ENVIRONMENT as op-auth gets them. */
+  const opAuth = configs.find(({ config }) => config.name === "keyway-op-auth")?.config;
+  const opAuthVars = { ...opAuth?.vars, ...vars };
   const workers = configs.map(({ path, config }) => {
     const name = /** @type {string} */ (config.name);
     assertSupportedBindings(path, config);
     const dir = bundleDir(name);
+    const frontDoor = front && path === GATEWAY_CONFIG;
     /** @type {Record<string, unknown>} */
     const env = {};
-    const text = { ...config.vars, ...(KEYWAY_CONFIGS.includes(path) ? vars : {}) };
+    const text = {
+      ...config.vars,
+      ...(KEYWAY_CONFIGS.includes(path) ? vars : {}),
+      ...(frontDoor
+        ? {
+            FRONT_DOOR: "1",
+            ENVIRONMENT: String(opAuthVars.ENVIRONMENT ?? "development"),
+            ...(opAuthVars.POLICY !== undefined
+              ? {
+                  POLICY: typeof opAuthVars.POLICY === "string" ? opAuthVars.POLICY : JSON.stringify(opAuthVars.POLICY),
+                }
+              : {}),
+          }
+        : {}),
+    };
     if ("ISSUER" in text) text.ISSUER = issuer;
     for (const [key, value] of Object.entries(text))
       env[key] = typeof value === "string" ? { type: "text", value } : { type: "json", value };
     for (const db of config.d1_databases) env[db.binding] = { type: "d1", id: db.database_id };
-    for (const svc of config.services ?? []) env[svc.binding] = { type: "worker", worker: svc.service };
+    // The front door reaches each Worker over HTTP on the Worker's own port; `request.cf` (the dev geo
+    // headers' country) travels in the header Miniflare's sockets read it from.
+    for (const svc of config.services ?? [])
+      env[svc.binding] = frontDoor
+        ? { type: "external", address: `127.0.0.1:${ownPorts[svc.service]}`, http: { cfBlobHeader: CF_BLOB_HEADER } }
+        : { type: "worker", worker: svc.service };
     /** @type {Record<string, unknown>} */
     const exports = {};
     for (const ns of config.durable_objects.bindings) {
@@ -170,7 +204,9 @@ export async function startStack({
     };
   });
 
-  // One workerd process. A split (the stores in a second process, reached through Miniflare's dev
+  const [gateway] = workers.filter((_, i) => configs[i]?.path === GATEWAY_CONFIG);
+  const inner = front ? workers.filter((w) => w !== gateway) : workers;
+  // One workerd process runs Keyway (and, without `front`, the gateway). A split (the stores in a second process, reached through Miniflare's dev
   // registry) was measured and is slower: each cross-process Durable Object call costs more CPU than
   // the second core gives back (docs/performance.md).
   /** @param {boolean} serving the gateway listens on the issuer's port */
@@ -189,7 +225,7 @@ export async function startStack({
       log: new Log(LogLevel.WARN),
       // Until the database is migrated and seeded, nothing listens on the issuer's port (issue 27 item 18).
       workers: [
-        ...(serving ? workers : workers.map(({ dev: _, ...w }) => w)),
+        ...(serving ? inner : inner.map(({ dev: _, ...w }) => w)),
         ...(productionShaped ? [localRateLimiter()] : []),
       ],
     });
@@ -208,6 +244,29 @@ export async function startStack({
   } catch (err) {
     await mf.dispose();
     throw err;
+  }
+  // The front door: the gateway alone in a second workerd process, on the issuer's port.
+  const keywayPids = workerdPids();
+  /** @type {Miniflare | null} */
+  let frontMf = null;
+  if (front && gateway) {
+    frontMf = new Miniflare(
+      /** @type {import("miniflare").MiniflareOptions} */ ({
+        host: "127.0.0.1",
+        port: 0,
+        cf: false,
+        enableDevRegistry: false,
+        telemetry: { enabled: false },
+        log: new Log(LogLevel.WARN),
+        workers: [gateway],
+      }),
+    );
+    try {
+      await frontMf.ready;
+    } catch (err) {
+      await Promise.allSettled([frontMf.dispose(), mf.dispose()]);
+      throw err;
+    }
   }
   const crons = configs.flatMap(({ config }) =>
     (config.triggers?.crons ?? []).map((/** @type {string} */ cron) => ({
@@ -232,15 +291,20 @@ export async function startStack({
     workerUrls,
     built,
     mf,
+    pids: { keyway: keywayPids, front: workerdPids().filter((pid) => !keywayPids.includes(pid)) },
     fireCron,
     dispose: async () => {
       if (timer) clearInterval(timer);
+      await frontMf?.dispose();
       await mf.dispose();
     },
   };
 }
 
 const LOCAL_RATE_LIMITER = "keyway-local-rate-limiter";
+
+/** The header Miniflare's sockets take `request.cf` from (its CoreHeaders.CF_BLOB). */
+const CF_BLOB_HEADER = "MF-CF-Blob";
 
 /**
  * `productionShaped`'s Rate Limiting binding: the binding's `limit({ key })` answered from a counter in

@@ -7,12 +7,14 @@ import { freePort, type Stack, startStack } from "../../scripts/stack.mjs";
 import { E2E_BUNDLES } from "./bundles.js";
 
 /**
- * End to end over real HTTP: the built Workers in one workerd (the `npm start` runtime) on a free
- * port, with fresh secrets and a temporary state folder. Each test file starts its own.
+ * End to end over real HTTP: the built Workers in one workerd behind the front door's (the `npm start`
+ * runtime) on a free port, with fresh secrets and a temporary state folder. Each test file starts its own.
  */
 export interface E2EStack {
   url: string;
   adminToken: string;
+  /** The workerd processes: Keyway's, and the front door's (scripts/stack.mjs). */
+  pids: Stack["pids"];
   dispose(): Promise<void>;
 }
 
@@ -42,6 +44,7 @@ export async function startE2EStack(
   return {
     url: started.url,
     adminToken: vars.ADMIN_TOKEN as string,
+    pids: started.pids,
     async dispose() {
       await started.dispose();
       rmSync(tmp, { recursive: true, force: true });
@@ -110,7 +113,7 @@ export async function registerE2EClient(
  * redirect back to the client, whose URL is returned for the RP library to process.
  */
 export async function signInWithEmailCode(
-  stack: E2EStack,
+  stack: Pick<E2EStack, "url">,
   authorizationUrl: URL,
   email: string,
   issuer = stack.url,

@@ -89,11 +89,7 @@ describe("webhooks across a restart of the stack (issue 25)", () => {
         code_challenge_method: "S256",
         state: `s${i}`,
       }).toString();
-      await signInWithEmailCode(
-        { url: stack.url, adminToken: vars.ADMIN_TOKEN as string, dispose: async () => {} },
-        url,
-        `hook${i}-${Date.now()}@example.com`,
-      );
+      await signInWithEmailCode({ url: stack.url }, url, `hook${i}-${Date.now()}@example.com`);
       // Spread over the flush delay: some still in an outbox at the stop, some already queued.
       await new Promise((r) => setTimeout(r, 1_500));
     }

@@ -1,21 +1,26 @@
 import { workerFor } from "../shared/app/worker-routes";
 import { type DemoEnv, demo } from "./demo";
+import { type FrontEnv, frontDoor } from "./front-door";
 
-interface GatewayEnv extends DemoEnv {
+interface GatewayEnv extends DemoEnv, FrontEnv {
   OP_AUTH: Fetcher;
   OP_TOKEN: Fetcher;
   OP_MGMT: Fetcher;
 }
 
-/** Local only: one origin for three Workers, like production routes on the issuer's host. */
+/**
+ * Local only: one origin for three Workers, like production routes on the issuer's host. `npm start`
+ * runs it in a workerd process of its own, in front of the one that runs Keyway (scripts/stack.mjs),
+ * and it refuses new logins past the bound there, off the busy thread (front-door.ts).
+ */
 export default {
   async fetch(req: Request, env: GatewayEnv): Promise<Response> {
     const url = new URL(req.url);
     if (url.pathname === "/" || url.pathname === "/demo" || url.pathname.startsWith("/demo/")) return demo(req, env);
-    const target = { "op-auth": env.OP_AUTH, "op-token": env.OP_TOKEN, "op-mgmt": env.OP_MGMT }[
-      workerFor(url.pathname)
-    ];
-    return target.fetch(withDevGeo(req));
+    const owner = workerFor(url.pathname);
+    const target = { "op-auth": env.OP_AUTH, "op-token": env.OP_TOKEN, "op-mgmt": env.OP_MGMT }[owner];
+    const forward = (r: Request) => target.fetch(withDevGeo(r));
+    return owner === "op-auth" ? frontDoor(req, url, env, forward) : forward(req);
   },
 } satisfies ExportedHandler<GatewayEnv>;
 

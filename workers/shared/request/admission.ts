@@ -159,6 +159,31 @@ export function loginsBound(set: number | undefined, environment: string): numbe
 }
 
 /**
+ * A new login takes a place among those under way, if one is free: the whole check of the bound, for
+ * createApp and for the local front door (workers/dev-gateway), which runs it before a request reaches
+ * the runtime's busy thread.
+ */
+export function takeLoginPlace(bound: number, slotMs: number, now = Date.now()): boolean {
+  if (loginsUnderWay(slotMs, now) >= bound) return false;
+  slots.push(now);
+  return true;
+}
+
+/** The refusal, 503 with Retry-After, rendered by `errorResponse` like every other error. */
+export function busy(retryAfter = 1): OAuthError {
+  return new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", {
+    retryAfter,
+    status: 503,
+    logged: true,
+  });
+}
+
+/** Counts a refusal for the log (one line a second), with the counts that decided it. */
+export function refused(fields: Record<string, unknown>, now = Date.now()): void {
+  noteRefusal(now, fields);
+}
+
+/**
  * 503 with Retry-After when this isolate is past a bound; otherwise the request is admitted, and a new
  * login (`login`: an authorization request that may begin one) takes a place among those under way.
  */
@@ -168,29 +193,25 @@ export function admitNewWork(c: Context<AppEnv>, login = false): void {
   const config = c.get("config");
   const p = config.POLICY;
   const now = Date.now();
-  const underWay = login ? loginsUnderWay(p.login_slot_seconds * 1000, now) : 0;
-  const overLogins = login && underWay >= loginsBound(p.max_logins_under_way, config.ENVIRONMENT);
   const overCount = inflight > p.max_inflight_requests;
   const backlog = p.admission_latency_ms > 0 ? backlogMs(now) : 0;
   const overTime = p.admission_latency_ms > 0 && backlog > p.admission_latency_ms;
-  if (!overLogins && !overCount && !overTime) {
+  const placed =
+    !overCount &&
+    !overTime &&
+    (!login ||
+      takeLoginPlace(loginsBound(p.max_logins_under_way, config.ENVIRONMENT), p.login_slot_seconds * 1000, now));
+  if (placed) {
     admitted.add(req);
-    if (login) {
-      slots.push(now);
-      tookSlot.add(req);
-    }
+    if (login) tookSlot.add(req);
     return;
   }
   // A place frees within about a login's time (well under a second at the bound); past the estimate
   // of queueing, about that estimate times how far past it is.
   const pastBound = overTime ? Math.max(1, backlog / p.admission_latency_ms) : 1;
   const retryAfter = Math.min(30, Math.max(1, Math.ceil((backlog * pastBound) / 1000)));
-  noteRefusal(now, { logins_under_way: underWay, inflight });
-  throw new OAuthError("temporarily_unavailable", "Keyway is busy, retry shortly", {
-    retryAfter,
-    status: 503,
-    logged: true,
-  });
+  noteRefusal(now, { logins_under_way: login ? loginsUnderWay(p.login_slot_seconds * 1000, now) : 0, inflight });
+  throw busy(retryAfter);
 }
 
 /**
