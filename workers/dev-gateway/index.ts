@@ -1,4 +1,6 @@
+import { errorField, log } from "../../durable-objects/contract/log";
 import { workerFor } from "../shared/app/worker-routes";
+import { errorResponse, OAuthError } from "../shared/platform/errors";
 import { type DemoEnv, demo } from "./demo";
 import { type FrontEnv, frontDoor } from "./front-door";
 
@@ -19,10 +21,25 @@ export default {
     if (url.pathname === "/" || url.pathname === "/demo" || url.pathname.startsWith("/demo/")) return demo(req, env);
     const owner = workerFor(url.pathname);
     const target = { "op-auth": env.OP_AUTH, "op-token": env.OP_TOKEN, "op-mgmt": env.OP_MGMT }[owner];
-    const forward = (r: Request) => target.fetch(withDevGeo(r));
+    const forward = (r: Request) => target.fetch(withDevGeo(r)).catch(unreachable);
     return owner === "op-auth" ? frontDoor(req, url, env, forward) : forward(req);
   },
 } satisfies ExportedHandler<GatewayEnv>;
+
+/**
+ * The front door's own answer when Keyway's process cannot be reached (it is restarting after a crash,
+ * say): 503 with Retry-After, as for any overload, not workerd's bare 500.
+ */
+function unreachable(err: unknown): Response {
+  log("error", "gateway: the Worker behind did not answer", { error: errorField(err) });
+  return errorResponse(
+    new OAuthError("temporarily_unavailable", "Keyway is not reachable, retry shortly", {
+      status: 503,
+      retryAfter: 1,
+      logged: true,
+    }),
+  );
+}
 
 /**
  * Local only (this gateway is never deployed; production routes go straight to the Workers, and
