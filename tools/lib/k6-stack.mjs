@@ -100,6 +100,9 @@ export async function startLoadStack({
       inspectorPort,
       cronEverySeconds,
       productionShaped,
+      // Production has no front door of Keyway's: the shaped stack keeps the gateway in Keyway's process,
+      // so its CPU per login counts what it did before the front door (issue 44 item 3) and no more.
+      front: !productionShaped,
     });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
