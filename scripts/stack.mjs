@@ -206,10 +206,10 @@ export async function startStack({
 
   const [gateway] = workers.filter((_, i) => configs[i]?.path === GATEWAY_CONFIG);
   const inner = front ? workers.filter((w) => w !== gateway) : workers;
-  // One workerd process runs Keyway (and, without `front`, the gateway). A split (the stores in a second process, reached through Miniflare's dev
-  // registry) was measured and is slower: each cross-process Durable Object call costs more CPU than
-  // the second core gives back (docs/performance.md).
-  /** @param {boolean} serving the gateway listens on the issuer's port */
+  // One workerd process runs Keyway (and, without `front`, the gateway). A split (the stores in a second
+  // process, reached through Miniflare's dev registry) was measured and is slower: each cross-process
+  // Durable Object call costs more CPU than the second core gives back (docs/performance.md).
+  /** @param {boolean} serving the sockets open: the issuer's port, or with `front` the Workers' own */
   const options = (serving) =>
     /** @type {import("miniflare").MiniflareOptions} */ ({
       host: "127.0.0.1",

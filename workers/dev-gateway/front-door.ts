@@ -1,7 +1,14 @@
 import { requestIdOf } from "../../durable-objects/contract/log";
 import { policySchema } from "../shared/config/policy";
 import { errorResponse } from "../shared/platform/errors";
-import { busy, loginEnded, loginsBound, loginsUnderWay, refused, takeLoginPlace } from "../shared/request/admission";
+import {
+  busy,
+  loginEnded,
+  loginsBound,
+  loginsUnderWay,
+  noteRefusal,
+  takeLoginPlace,
+} from "../shared/request/admission";
 import { tenantRouteOf } from "../shared/routing/tenant-route";
 
 /**
@@ -66,7 +73,7 @@ export async function frontDoor(
   }
   const now = Date.now();
   if (!takeLoginPlace(bound, slotMs, now)) {
-    refused({ logins_under_way: loginsUnderWay(slotMs, now), at: "front door" }, now);
+    noteRefusal(now, { logins_under_way: loginsUnderWay(slotMs, now), at: "front door" });
     const res = errorResponse(busy());
     res.headers.set("X-Request-Id", requestIdOf(req));
     return res;

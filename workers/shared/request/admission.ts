@@ -65,7 +65,8 @@ export function loginEnded(): void {
 let refusedSince = 0;
 let loggedAt = 0;
 
-function noteRefusal(now: number, fields: Record<string, unknown>): void {
+/** Counts a refusal for the log (one line a second), with the counts that decided it. */
+export function noteRefusal(now: number, fields: Record<string, unknown>): void {
   refusedSince++;
   if (now - loggedAt < 1000) return;
   log("warn", "requests refused: busy", { refused: refusedSince, ...fields });
@@ -176,11 +177,6 @@ export function busy(retryAfter = 1): OAuthError {
     status: 503,
     logged: true,
   });
-}
-
-/** Counts a refusal for the log (one line a second), with the counts that decided it. */
-export function refused(fields: Record<string, unknown>, now = Date.now()): void {
-  noteRefusal(now, fields);
 }
 
 /**
