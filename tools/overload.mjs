@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // npm run overload: how Keyway refuses work past its capacity (issue 44 item 3), measured from outside
 // with k6/overload.js (ramping-arrival-rate of the five-step login, a discovery probe beside it)
-// against a fresh `npm start` runtime (tools/lib/k6-stack.mjs: the built Workers in one workerd).
+// against a fresh `npm start` runtime (tools/lib/k6-stack.mjs: the built Workers in one workerd, behind
+// the front door's, which refuses new logins past the bound; workerd's cores count both processes).
 //
 //   npm run overload                      SUSTAINED (30) logins/s, then FACTOR (3.5) times that, REPEAT (2) times
 //   SUSTAINED=60 npm run overload         another sustained rate (what this machine passes; see docs/performance.md)

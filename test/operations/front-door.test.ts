@@ -60,6 +60,13 @@ describe("the front door's count of logins under way (issue 44 item 3)", () => {
     expect((await through(newLogin(), forward)).status).toBe(503);
   });
 
+  it("forwards every login when the policy is one op-auth refuses (op-auth answers it, 503 with why)", async () => {
+    const { seen, forward } = behind();
+    for (let i = 0; i < 3; i++)
+      expect((await through(newLogin(), forward, { ...env, POLICY: "{not json" })).status).toBe(200);
+    expect(seen).toHaveLength(3);
+  });
+
   it("is no front door unless told (`npm run dev`, one process): op-auth alone decides", async () => {
     const { seen, forward } = behind();
     for (let i = 0; i < 5; i++)

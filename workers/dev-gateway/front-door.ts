@@ -23,11 +23,19 @@ export interface FrontEnv {
 
 let bounds: { key: string; bound: number; slotMs: number } | undefined;
 
-/** `max_logins_under_way` and `login_slot_seconds` by op-auth's own rules (admission.ts, policy.ts). */
-function boundsOf(env: FrontEnv): { bound: number; slotMs: number } {
+/**
+ * `max_logins_under_way` and `login_slot_seconds` by op-auth's own rules (admission.ts, policy.ts);
+ * null for a policy op-auth refuses too (it answers 503 itself, saying why, in its log).
+ */
+function boundsOf(env: FrontEnv): { bound: number; slotMs: number } | null {
   const key = `${env.ENVIRONMENT}\u0000${env.POLICY}`;
   if (bounds?.key !== key) {
-    const policy = policySchema.parse(env.POLICY ? JSON.parse(env.POLICY) : {});
+    let policy: ReturnType<typeof policySchema.parse>;
+    try {
+      policy = policySchema.parse(env.POLICY ? JSON.parse(env.POLICY) : {});
+    } catch {
+      return null;
+    }
     bounds = {
       key,
       bound: loginsBound(policy.max_logins_under_way, env.ENVIRONMENT ?? "development"),
@@ -61,8 +69,10 @@ export async function frontDoor(
 ): Promise<Response> {
   if (env.FRONT_DOOR !== "1" || req.method !== "GET" || tenantRouteOf(req.url, {}).path !== "/authorize")
     return forward(req);
+  const limits = boundsOf(env);
+  if (!limits) return forward(req);
+  const { bound, slotMs } = limits;
   const q = url.searchParams;
-  const { bound, slotMs } = boundsOf(env);
   if (!q.has("client_id")) {
     if (!q.has("tx")) return forward(req);
     try {
