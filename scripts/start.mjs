@@ -1,5 +1,6 @@
 // `npm start`: the production-like local runtime. Same origin, secrets and demo client as
-// `npm run dev`, but the Workers run as built bundles in one workerd (scripts/stack.mjs), without
+// `npm run dev`, but the Workers run as built bundles in one workerd (scripts/stack.mjs), behind the
+// front door (the dev gateway in a workerd of its own, which refuses new logins past the bound), without
 // wrangler dev's proxy or file watching. Data persists in .keyway/state. `ISSUER=https://host:port`
 // names the issuer a TLS front serves this port under (the conformance suite needs https).
 import { parsePort, START_PERSIST_DIR } from "./lib/local.mjs";
