@@ -92,6 +92,23 @@ describe("SessionStore", () => {
     expect(await s.session("sh-live", now)).not.toBeNull();
   });
 
+  it("finds a session in whichever bucket holds it, and refuses its hash again in any of them (one lookup statement)", async () => {
+    const s = fresh();
+    const now = Date.now();
+    // Lifetimes of an hour, a day and thirty days: three buckets of three widths.
+    const lives = [3_600_000, 86_400_000, 30 * 86_400_000];
+    const infos = lives.map((life, i) => session({ sid: `sid-b${i}`, expires_at: now + life }));
+    for (const [i, info] of infos.entries()) expect(await start(s, `tx-b${i}`, `sh-b${i}`, info, now)).toBe(true);
+    const buckets = await sql(s, "SELECT name FROM sqlite_master WHERE name GLOB 'sessions__e*'");
+    expect(buckets).toHaveLength(3);
+    for (const [i, info] of infos.entries()) expect(await s.session(`sh-b${i}`, now)).toEqual(info);
+    // The same session hash from another transaction, headed for another bucket: refused, nothing written.
+    expect(await start(s, "tx-other", "sh-b0", session({ expires_at: now + 30 * 86_400_000 }), now)).toBe(false);
+    expect(await start(s, "tx-other", "sh-b2", session({ expires_at: now + 3_600_000 }), now)).toBe(false);
+    expect(await sql(s, "SELECT COUNT(*) AS n FROM sessions")).toEqual([{ n: 3 }]);
+    expect(await s.session("sh-none", now)).toBeNull();
+  });
+
   it("upgrades a sessions table from before sealed transactions, keeping its sessions", async () => {
     const name = `test-session-upgrade-${Math.random()}`;
     const old = env.SESSIONS.get(env.SESSIONS.idFromName(name));

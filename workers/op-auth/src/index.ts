@@ -57,8 +57,10 @@ if (typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) app.get("/__dev/mai
  */
 export default {
   fetch(req: Request, env: Env, ctx: ExecutionContext): Response | Promise<Response> {
-    const path = new URL(req.url).pathname;
-    if (env.OP_TOKEN && path.startsWith("/t/") && workerFor(path) === "op-token") return env.OP_TOKEN.fetch(req);
+    if (env.OP_TOKEN && req.url.includes("/t/")) {
+      const path = new URL(req.url).pathname;
+      if (path.startsWith("/t/") && workerFor(path) === "op-token") return env.OP_TOKEN.fetch(req);
+    }
     return app.fetch(req, env, ctx);
   },
 };

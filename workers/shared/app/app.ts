@@ -47,23 +47,34 @@ const HSTS = "max-age=63072000";
 /** A route by its first two path segments: `/__dev/mailbox/<email>` and `/token` alike. */
 const routeKeyOf = (path: string) => path.split("/").slice(0, 3).join("/");
 
+/** Whether a path as hono reads it may carry a tenant's prefix (tenant-route.ts's forms). */
+const mayNameTenant = (mode: TenantPaths, path: string) =>
+  mode === "admin" ? path.startsWith("/admin/v1/tenants/") : path.startsWith("/t/") || path.startsWith("/.well-known/");
+
 export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
   // The router sees the path without its tenant prefix: `/t/acme/token` routes as `/token`.
-  // Hono's own getPath first (it percent-decodes), then the prefix stripped from what it returns.
+  // Hono's own getPath first (it percent-decodes), then the prefix stripped from what it returns; a
+  // path that cannot carry a prefix is returned as it is (most requests: no second parse).
   const app = new Hono<AppEnv>({
-    getPath: (req) => routeOf(mode, `http://path${honoPath(req)}`, {}).path,
+    getPath: (req) => {
+      const path = honoPath(req);
+      return mayNameTenant(mode, path) ? routeOf(mode, `http://path${path}`, {}).path : path;
+    },
   });
-  // Every response, errors included, names its request; every log line inside it carries the same id.
+  // The request pipeline (issue 44 item 2): two middlewares. The first gives every response, errors
+  // included, its request's id, and every log line inside it the same id; it is apart from the second
+  // so that an error the second throws is rendered (by the app's onError) before the id is set.
   app.use(async (c, next) => {
+    const req = c.req.raw;
     // Workers bill every request; op-mgmt's internal asks over the service bindings are not requests.
     if (!c.req.path.startsWith("/__keyway/")) isolateCounters.requests++;
-    const requestId = requestIdOf(c.req.raw);
+    const requestId = requestIdOf(req);
     const scope: Parameters<typeof inRequest>[0] = { requestId };
     await inRequest(scope, next);
     const headers: [string, string][] = [["X-Request-Id", requestId]];
     // RFC 6797 §7.1: HSTS only on a secure transport (an http response's header is ignored anyway).
     // No includeSubDomains: the issuer's host may share a parent domain with sites Keyway does not run.
-    if (c.req.url.startsWith("https:")) headers.push(["Strict-Transport-Security", HSTS]);
+    if (req.url.startsWith("https:")) headers.push(["Strict-Transport-Security", HSTS]);
     if ((typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) && scope.trace)
       headers.push(["X-Keyway-Store-Trace", formatTrace(scope.trace)]);
     try {
@@ -74,7 +85,10 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
       for (const [k, v] of headers) c.res.headers.set(k, v);
     }
   });
+
+  // The rest, in this order, each step before the next may await.
   app.use(async (c, next) => {
+    const req = c.req.raw;
     let config: Config;
     try {
       config = loadConfig(c.env);
@@ -86,11 +100,15 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
       throw err;
     }
     c.env = countingEnv(c.env);
-    const route = routeOf(mode, c.req.url, config.TENANT_HOSTS);
+    const route = routeOf(mode, req.url, config.TENANT_HOSTS);
+    const url = new URL(req.url);
+    // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.
+    if (!percentDecodesCleanly(url.pathname) || !percentDecodesCleanly(url.search))
+      throw new OAuthError("invalid_request", "the URL is not valid UTF-8 or contains a NUL byte");
     // New work is refused before the request awaits anything (issue 27 item 17): on a busy thread each
     // await would queue it behind the backlog it is refused for. The deployment's policy decides; a
     // new authorization request takes a place among the logins under way (issue 44 item 3).
-    if (mode === "issuer" && isNewWorkByPath(c.req.method, route.path, new URL(c.req.url))) {
+    if (mode === "issuer" && isNewWorkByPath(req.method, route.path, url)) {
       c.set("config", config);
       admitNewWork(c, route.path === "/authorize");
     }
@@ -98,16 +116,16 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     const live = await withLiveShards(c.env, config);
     c.set("tenantRoute", route);
     // A custom host is its tenant's only issuer: no other tenant's paths under it.
-    if (route.via === "host" && /^\/t\//.test(route.path)) throw new OAuthError("not_found", "no such endpoint");
+    if (route.via === "host" && route.path.startsWith("/t/")) throw new OAuthError("not_found", "no such endpoint");
     // The request sees the config as its tenant does (tenants.ts); op-mgmt does this after authentication.
-    c.set("config", mode === "issuer" ? await configForRequest(c.env, live, route) : live);
+    c.set("config", mode === "issuer" && route.via !== "origin" ? await configForRequest(c.env, live, route) : live);
     if (mode === "issuer" && route.via === "path") setPathBase(`/t/${route.tenant}`);
-    c.set("region", regionFor(config.REGIONS, requestGeo(c.req.raw)));
+    c.set("region", regionFor(config.REGIONS, requestGeo(req)));
     // The latency model (tools/latency-model.mjs) asks which Durable Objects a step calls; never in production.
     if (
       (typeof __KEYWAY_DEV__ === "undefined" || __KEYWAY_DEV__) &&
       config.ENVIRONMENT !== "production" &&
-      c.req.header("x-keyway-trace") === "1"
+      req.headers.get("x-keyway-trace") === "1"
     )
       traceStoreCalls();
     // A request counts as in flight once its body has arrived: a client that sends a body slowly
@@ -122,24 +140,17 @@ export function createApp(mode: TenantPaths = "issuer"): Hono<AppEnv> {
     // Admission is the issuer's (op-auth, op-token): an admin request's time says nothing of their queue.
     // Times are kept only for the estimate of queueing, when the policy turns it on.
     const timed = mode === "issuer" && config.POLICY.admission_latency_ms > 0;
-    if (c.req.raw.body) watchBody(c.req.raw, { deadlineMs: config.POLICY.body_deadline_seconds * 1000, onRead: count });
+    if (req.body) watchBody(req, { deadlineMs: config.POLICY.body_deadline_seconds * 1000, onRead: count });
     else count();
     try {
       await next();
     } finally {
       // An authorization request admitted as a new login that began none (answered from a session,
       // refused, an error) frees its place at once; one that did frees it at its redirect_to.
-      if (tookLoginSlot(c.req.raw) && c.res.status !== 200) loginEnded();
+      if (tookLoginSlot(req) && c.res.status !== 200) loginEnded();
       if (countedAt !== null)
-        finished(Date.now() - countedAt, c.res.status, timed, `${c.req.method} ${routeKeyOf(route.path)}`);
+        finished(Date.now() - countedAt, c.res.status, timed, timed ? `${req.method} ${routeKeyOf(route.path)}` : "");
     }
-  });
-  // Checklist G3: a path or query that decodes to invalid UTF-8 or a NUL is 400, whatever the endpoint.
-  app.use(async (c, next) => {
-    const url = new URL(c.req.url);
-    if (!percentDecodesCleanly(url.pathname) || !percentDecodesCleanly(url.search))
-      throw new OAuthError("invalid_request", "the URL is not valid UTF-8 or contains a NUL byte");
-    await next();
   });
   mountIsolateRoutes(app);
   app.onError((err) => errorResponse(err));

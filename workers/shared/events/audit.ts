@@ -42,9 +42,32 @@ export function audit(c: Context<AppEnv>, input: AuditInput, region: string = c.
   }
 }
 
+/**
+ * Keys made by this isolate, per secret: a login asks for its address's key at generate, at verify and
+ * (locally) at the mailbox, usually in one isolate, and each is an HMAC (issue 44 item 2). Cleared
+ * whole when full, like the ids' MACs (routing/ids.ts).
+ */
+const emailKeys = new Map<string, Map<string, Promise<string>>>();
+const EMAIL_KEYS_MAX = 1024;
+
 /** The key an address has everywhere: its ChallengeStore shard, its MailOutbox shard, the audit trail. */
-export const auditEmailKey = (config: Pick<Config, "OTP_HMAC_SECRET" | "TENANT">, normalizedEmail: string) =>
-  hmac(config.OTP_HMAC_SECRET, `email:${tenantScoped(config, normalizedEmail)}`);
+export function auditEmailKey(config: Pick<Config, "OTP_HMAC_SECRET" | "TENANT">, normalizedEmail: string) {
+  const message = `email:${tenantScoped(config, normalizedEmail)}`;
+  let keys = emailKeys.get(config.OTP_HMAC_SECRET);
+  if (!keys) {
+    keys = new Map();
+    emailKeys.set(config.OTP_HMAC_SECRET, keys);
+  }
+  let key = keys.get(message);
+  if (!key) {
+    if (keys.size >= EMAIL_KEYS_MAX) keys.clear();
+    key = hmac(config.OTP_HMAC_SECRET, message);
+    keys.set(message, key);
+    // A failed HMAC is not kept: the next ask tries again.
+    key.catch(() => keys.delete(message));
+  }
+  return key;
+}
 
 /** For code without a request context (a cron, a failure path that already waits): written before it returns. */
 export function recordAudit(

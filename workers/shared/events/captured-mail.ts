@@ -36,7 +36,7 @@ export function isCaptured(config: Pick<Config, "LOADTEST_EMAIL_DOMAIN" | "MAIL_
 
 /** The captured message, sealed under MAIL_OUTBOX_SECRET, for the ChallengeStore to keep with its code. */
 export async function sealCapturedMail(config: Config, message: OtpMessage): Promise<string> {
-  const mail = renderOtpMail(config, message);
+  const mail = renderOtpMail(config, message, "text");
   const content: Sealed = { to: mail.to, subject: mail.subject, text: mail.text, code: message.code };
   return seal(outboxSealMaterial(config.MAIL_OUTBOX_SECRET), JSON.stringify(content));
 }

@@ -79,7 +79,12 @@ export function headerSafe(value: string, max = 200): string {
  * and what to do if the reader did not ask for it. Every value that reaches a header is header-safe;
  * every value in the HTML is escaped.
  */
-export function renderOtpMail(settings: MailSettings, m: OtpMessage): RenderedMail {
+export function renderOtpMail(
+  settings: MailSettings,
+  m: OtpMessage,
+  /** `text`: no HTML part (`html` is empty), for captured mail, which keeps the text alone. */
+  parts: "all" | "text" = "all",
+): RenderedMail {
   const issuerName = headerSafe(m.issuerName, 100) || "Keyway";
   const look = m.look;
   const t = translator(look && isLocale(look.locale) ? look.locale : "en");
@@ -116,19 +121,20 @@ export function renderOtpMail(settings: MailSettings, m: OtpMessage): RenderedMa
     "",
     `-- ${nameText(product)} (${ltrText(m.issuer)})`,
   ].join("\n");
-  const accent = look?.primary && /^#[0-9a-f]{6}$/.test(look.primary) ? look.primary : "#1a1a1a";
-  const logo = look?.logo_uri
-    ? `<img src="${escapeHtml(look.logo_uri)}" alt="${escapeHtml(product)}" height="32" style="display:block;height:32px;max-width:160px;margin:0 0 20px">`
-    : `<p style="margin:0 0 20px;font-size:15px;font-weight:600;color:#374151">${escapeHtml(product)}</p>`;
-  const supportHtml =
-    support && supportLabel
-      ? `<p style="margin:16px 0 0;color:#4b5563;font-size:13px">${t.html("mail.support", {
-          link: new Html(
-            `<bdi dir="ltr"><a href="${escapeHtml(support)}" style="color:${accent}">${escapeHtml(supportLabel)}</a></bdi>`,
-          ),
-        })}</p>`
-      : "";
-  const html = `<!doctype html>
+  const renderHtml = () => {
+    const accent = look?.primary && /^#[0-9a-f]{6}$/.test(look.primary) ? look.primary : "#1a1a1a";
+    const logo = look?.logo_uri
+      ? `<img src="${escapeHtml(look.logo_uri)}" alt="${escapeHtml(product)}" height="32" style="display:block;height:32px;max-width:160px;margin:0 0 20px">`
+      : `<p style="margin:0 0 20px;font-size:15px;font-weight:600;color:#374151">${escapeHtml(product)}</p>`;
+    const supportHtml =
+      support && supportLabel
+        ? `<p style="margin:16px 0 0;color:#4b5563;font-size:13px">${t.html("mail.support", {
+            link: new Html(
+              `<bdi dir="ltr"><a href="${escapeHtml(support)}" style="color:${accent}">${escapeHtml(supportLabel)}</a></bdi>`,
+            ),
+          })}</p>`
+        : "";
+    return `<!doctype html>
 <html lang="${t.locale}" dir="${t.dir}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(subject)}</title></head>
 <body style="margin:0;padding:24px;background:#f4f5f7;font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#1a1a1a">
 <div style="max-width:480px;margin:0 auto;background:#fff;border-radius:12px;padding:32px;border-top:4px solid ${accent}">
@@ -137,6 +143,8 @@ ${logo}<p style="margin:0 0 12px;font-size:16px">${t.html("mail.intro", { app: n
 <p style="margin:0 0 16px;font-size:15px">${t.html(expiryKey, expiryParams)}</p>
 <p style="margin:0;color:#666;font-size:13px">${t.html("mail.ignore", { host: new Html(`<bdi dir="ltr">${escapeHtml(host)}</bdi>`) })}</p>${supportHtml}
 </div></body></html>`;
+  };
+  const html = parts === "all" ? renderHtml() : "";
   return {
     to: m.to,
     from: m.from ?? settings.MAIL_FROM,
