@@ -1,9 +1,8 @@
 import { AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
 import type { Carrier } from "./carried-audit";
-import { readAddress } from "./challenge/address";
 import { keepCaptured, readCaptured } from "./challenge/captured-mail";
 import { addCarried, carrySources, carryState, countsToCarry, markCarry, pendingCarries } from "./challenge/carry";
-import { deleteCodes, putBackCode, spendAttempt, storeCode } from "./challenge/codes";
+import { deleteCodes, putBackCode, readCode, spendAttempt, storeCode } from "./challenge/codes";
 import {
   emptyReport,
   owedReports,
@@ -13,13 +12,7 @@ import {
   saveHomeReport,
   settleReport,
 } from "./challenge/home-reports";
-import {
-  deleteKnownUser,
-  KNOWN_USER_TTL_MS,
-  readKnownUser,
-  signedInAs,
-  writeKnownUsers,
-} from "./challenge/known-users";
+import { deleteKnownUser, KNOWN_USER_TTL_MS, readKnownUser, writeKnownUsers } from "./challenge/known-users";
 import {
   CONSECUTIVE_FAILURES_WINDOW_MS,
   clearSourceFailures,
@@ -70,6 +63,19 @@ import type {
   VerifyResult,
 } from "./contract/verbs";
 import { countVerbCalls, ShardStore, type StoreEnv } from "./shard-store";
+
+/** The address's user as the shard knows it, read only (a sign-in's read extends it: known-users.ts). */
+function knownUserId(sql: SqlStorage, emailKey: string, now: number): string | null {
+  return (
+    sql
+      .exec<{ user_id: string }>(
+        "SELECT user_id FROM known_users WHERE email_key = ? AND expires_at > ?",
+        emailKey,
+        now,
+      )
+      .toArray()[0]?.user_id ?? null
+  );
+}
 
 /**
  * Everything of one email address that a login needs, in the email's shard (keyed by an HMAC of the
@@ -130,11 +136,17 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
    */
   async issueChallenge(a: IssueChallenge): Promise<IssueResult> {
     const { emailKey, now, policy: p } = a;
-    // The `code_sent` event names the address's user when the shard knows it (below).
-    const state = readAddress(this.sql, emailKey, a.sourceKey, now, { known: a.sent !== undefined && !a.sent.user_id });
-    const l = state.limits;
+    const l = readLimits(this.sql, emailKey, now);
     const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
-    const locked = lockedFor(l, state.source, p, now, state.home, state.carry);
+    const locked = lockedFor(
+      this.sql,
+      l,
+      readSourceFailures(this.sql, emailKey, a.sourceKey, l, now),
+      p,
+      now,
+      readHomeReport(this.sql, emailKey),
+      emailKey,
+    );
     if (locked) return { ok: false, error: "too_many_requests", retry_after: locked };
     const resendAt = l.last_sent_at + p.resend_interval_seconds * 1000;
     if (resendAt > now) return { ok: false, error: "slow_down", retry_after: secs(resendAt - now) };
@@ -150,7 +162,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       storeCode(this.sql, emailKey, a.txHash, a.codeMac, expiresAt);
       l.sends += 1;
       l.last_sent_at = now;
-      const sent = a.sent && { ...a.sent, user_id: a.sent.user_id ?? state.known?.user_id ?? null };
+      const sent = a.sent && { ...a.sent, user_id: a.sent.user_id ?? knownUserId(this.sql, emailKey, now) };
       saveLimits(
         this.sql,
         emailKey,
@@ -182,13 +194,13 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
     let owed = false;
     let carry = false;
     const result = this.ctx.storage.transactionSync((): VerifyResult => {
-      const state = readAddress(this.sql, emailKey, a.sourceKey, now, { known: true, txHash: a.txHash });
-      const { limits: l, source } = state;
-      const home = a.home ? state.home : null;
-      const locked = lockedFor(l, source, p, now, home, state.carry);
+      const l = readLimits(this.sql, emailKey, now);
+      const source = readSourceFailures(this.sql, emailKey, a.sourceKey, l, now);
+      const home = a.home ? readHomeReport(this.sql, emailKey) : null;
+      const locked = lockedFor(this.sql, l, source, p, now, home, emailKey);
       if (locked) return { status: "locked", retry_after: locked };
 
-      const c = state.code;
+      const c = readCode(this.sql, emailKey, a.txHash);
       const live = c !== undefined && c.expires_at > now && c.attempts < p.otp_max_attempts;
       if (!live) return { status: "invalid", counted: false };
       if (timingSafeEqualString(c.code_mac, a.codeMac)) {
@@ -208,7 +220,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         const carried = sentEventsOf(l.audit)[a.txHash];
         return {
           status: "ok",
-          user: state.known && signedInAs(this.sql, emailKey, state.known, now),
+          user: readKnownUser(this.sql, emailKey, now),
           spent: { attempts: c.attempts, expires_at: c.expires_at },
           ...(carried?.length ? { carried: JSON.stringify(carried) } : {}),
         };
@@ -218,7 +230,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
       // The address's first wrong code on this shard since a shard count change moved it here: its
       // counts on the shards it had before are carried over before any other code is tried (issue 27
       // item 9). A right code costs nothing; a wrong one, once, a call to each earlier shard.
-      if (a.carryFrom?.length && state.carry === "none") {
+      if (a.carryFrom?.length && carryState(this.sql, emailKey, now) === "none") {
         markCarry(this.sql, emailKey, a.carryFrom, now);
         carry = true;
       }
@@ -242,7 +254,7 @@ export class ChallengeStore extends ShardStore<ChallengeEnv> {
         );
         owed = true;
       }
-      const locks = lockedFor(l, { failures: source.failures + 1, until: source.until }, p, now, null) > 0;
+      const locks = lockedFor(this.sql, l, { failures: source.failures + 1, until: source.until }, p, now, null) > 0;
       return { status: "invalid", counted: true, locks };
     });
     if (carry) {

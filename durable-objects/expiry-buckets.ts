@@ -85,19 +85,6 @@ export class ExpiryBuckets {
   }
 
   /**
-   * The first row of `base` where `where` holds, looked up in every table of it (`tables`) by one
-   * statement, with the table it is in (issue 44 item 2): a store has five to nine buckets of a base,
-   * and a lookup that finds nothing (a new session, a new family) probed each with a statement of its
-   * own. `where` is a seek of the tables' key, so the rows read are those of the separate probes.
-   */
-  findIn<T>(base: string, columns: string, where: string, args: SqlStorageValue[]): { table: string; row: T } | null {
-    return firstFound<T>(
-      this.sql,
-      this.tables(base).map((from) => ({ from, columns, where, args })),
-    );
-  }
-
-  /**
    * Drops every bucket whose end is at or before `now`, but those of `keep` (rows whose audit events
    * are not in D1 yet). Returns the earliest end still ahead, if any.
    */
@@ -116,30 +103,4 @@ export class ExpiryBuckets {
     }
     return next;
   }
-}
-
-/** One lookup of `firstFound`: `SELECT <columns> FROM <from> WHERE <where>`, its `?`s bound to `args`. */
-export interface Probe {
-  from: string;
-  columns: string;
-  where: string;
-  args: SqlStorageValue[];
-}
-
-/**
- * The first row the probes find, in their order, and the table it came from: one statement for all of
- * them (a compound `UNION ALL` stops at its first row under `LIMIT 1`), where a statement each cost
- * the runtime a call each. Every probe names the same number of columns.
- */
-export function firstFound<T>(sql: SqlStorage, probes: Probe[]): { table: string; row: T } | null {
-  if (probes.length === 0) return null;
-  const text = probes
-    .map((p, i) => `SELECT ${i} AS probe__, ${p.columns} FROM ${p.from} WHERE ${p.where}`)
-    .join(" UNION ALL ");
-  const found = sql
-    .exec<Record<string, SqlStorageValue>>(`${text} LIMIT 1`, ...probes.flatMap((p) => p.args))
-    .toArray()[0];
-  if (!found) return null;
-  const { probe__: index, ...row } = found;
-  return { table: (probes[index as number] as Probe).from, row: row as T };
 }

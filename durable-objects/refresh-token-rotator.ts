@@ -81,7 +81,17 @@ export class RefreshTokenRotator extends ShardStore {
 
   /** The table holding a live family, and its row, or null. */
   #family<T>(familyHash: string, now: number, columns: string): { table: string; row: T } | null {
-    return this.buckets.findIn<T>("families", columns, "family_hash = ? AND expires_at > ?", [familyHash, now]);
+    for (const table of this.buckets.tables("families")) {
+      const row = this.sql
+        .exec<Record<string, SqlStorageValue>>(
+          `SELECT ${columns} FROM ${table} WHERE family_hash = ? AND expires_at > ?`,
+          familyHash,
+          now,
+        )
+        .toArray()[0];
+      if (row) return { table, row: row as T };
+    }
+    return null;
   }
 
   async createFamily(

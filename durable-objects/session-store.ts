@@ -2,7 +2,6 @@ import { AUDIT_FLUSH_DELAY_MS } from "./audit-outbox";
 import type { Carrier } from "./carried-audit";
 import { storedEvents } from "./contract/carried-events";
 import type { SessionInfo, StartSession } from "./contract/verbs";
-import { firstFound, type Probe } from "./expiry-buckets";
 import { countVerbCalls, ShardStore } from "./shard-store";
 
 /**
@@ -72,13 +71,10 @@ export class SessionStore extends ShardStore {
     const { table, end } = this.bucketFor("sessions", a.session.expires_at, a.now);
     const due = a.auditDue ?? a.now + AUDIT_FLUSH_DELAY_MS;
     const done = this.ctx.storage.transactionSync(() => {
-      // The session in any bucket, or a transaction begun before sessions were keyed by it (its row is
-      // in the table before buckets): one statement for all the probes.
-      const probes: Probe[] = this.buckets
-        .tables("sessions")
-        .map((from) => ({ from, columns: "1", where: "session_hash = ?", args: [a.sessionHash] }));
-      probes.push({ from: "sessions", columns: "1", where: "tx_hash = ?", args: [a.txHash] });
-      if (firstFound(this.sql, probes)) return false;
+      for (const t of this.buckets.tables("sessions"))
+        if (this.sql.exec(`SELECT 1 FROM ${t} WHERE session_hash = ?`, a.sessionHash).toArray().length) return false;
+      // A transaction begun before sessions were keyed by it (its row is in the table before buckets).
+      if (this.sql.exec("SELECT 1 FROM sessions WHERE tx_hash = ?", a.txHash).toArray().length) return false;
       const events = a.signIn ? [...(a.carried ?? []), a.signIn] : null;
       this.sql.exec(
         `INSERT INTO ${table} (session_hash, sid, sub, email, auth_time, expires_at, tx_hash, audit, audit_due)
@@ -101,14 +97,17 @@ export class SessionStore extends ShardStore {
   }
 
   session(sessionHash: string, now: number): SessionInfo | null {
-    return (
-      this.buckets.findIn<SessionInfo>(
-        "sessions",
-        "sid, sub, email, auth_time, expires_at",
-        "session_hash = ? AND expires_at > ?",
-        [sessionHash, now],
-      )?.row ?? null
-    );
+    for (const t of this.buckets.tables("sessions")) {
+      const row = this.sql
+        .exec<Record<keyof SessionInfo, never>>(
+          `SELECT sid, sub, email, auth_time, expires_at FROM ${t} WHERE session_hash = ? AND expires_at > ?`,
+          sessionHash,
+          now,
+        )
+        .toArray()[0];
+      if (row) return row;
+    }
+    return null;
   }
 
   /**

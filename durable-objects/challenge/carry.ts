@@ -13,9 +13,7 @@ import { type Limits, readLimits, readSourceFailures, saveLimits, saveSourceFail
 export const CARRY_PENDING_MS = 60_000;
 
 /** Whether the address's counts are being carried here, were carried, or neither (within the window). */
-export type CarryState = "none" | "pending" | "done";
-
-export function carryState(sql: SqlStorage, emailKey: string, now: number): CarryState {
+export function carryState(sql: SqlStorage, emailKey: string, now: number): "none" | "pending" | "done" {
   const row = sql
     .exec<{ done: number }>("SELECT done FROM carry_pending WHERE email_key = ? AND expires_at > ?", emailKey, now)
     .toArray()[0];

@@ -24,6 +24,17 @@ export function storeCode(sql: SqlStorage, emailKey: string, txHash: string, cod
   );
 }
 
+/** A login's code for the address, live or not (the caller checks). */
+export function readCode(sql: SqlStorage, emailKey: string, txHash: string): StoredCode | undefined {
+  return sql
+    .exec<{ code_mac: string; attempts: number; expires_at: number }>(
+      "SELECT code_mac, attempts, expires_at FROM otp_codes WHERE email_key = ? AND tx_hash = ?",
+      emailKey,
+      txHash,
+    )
+    .toArray()[0];
+}
+
 /** Signed in: every pending code of the address goes, this login's and any other's. */
 export function deleteCodes(sql: SqlStorage, emailKey: string): void {
   sql.exec("DELETE FROM otp_codes WHERE email_key = ?", emailKey);

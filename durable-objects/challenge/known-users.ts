@@ -20,27 +20,16 @@ export const KNOWN_USER_TTL_MS = 400 * 24 * HOUR;
  */
 export const KNOWN_USER_EXTEND_AFTER_MS = 180 * 24 * HOUR;
 
-/** An address's user as stored. */
-export interface KnownRow {
-  user_id: string;
-  expires_at: number;
-  claims: string | null;
-}
-
 /** The address's user, if known; read by a sign-in, inside its transaction. */
 export function readKnownUser(sql: SqlStorage, emailKey: string, now: number): KnownUserFound | null {
   const row = sql
-    .exec<KnownRow & Record<string, SqlStorageValue>>(
+    .exec<{ user_id: string; expires_at: number; claims: string | null }>(
       "SELECT user_id, expires_at, claims FROM known_users WHERE email_key = ? AND expires_at > ?",
       emailKey,
       now,
     )
     .toArray()[0];
-  return row ? signedInAs(sql, emailKey, row, now) : null;
-}
-
-/** The user of a sign-in's address, its row read already (challenge/address.ts), inside its transaction. */
-export function signedInAs(sql: SqlStorage, emailKey: string, row: KnownRow, now: number): KnownUserFound {
+  if (!row) return null;
   // Read by a sign-in: extended when written more than six months ago (called inside its transaction).
   if (row.expires_at - now < KNOWN_USER_TTL_MS - KNOWN_USER_EXTEND_AFTER_MS)
     sql.exec("UPDATE known_users SET expires_at = ? WHERE email_key = ?", now + KNOWN_USER_TTL_MS, emailKey);

@@ -41,11 +41,6 @@ export function readLimits(sql: SqlStorage, emailKey: string, now: number): Limi
       emailKey,
     )
     .toArray()[0];
-  return limitsOf(row, now);
-}
-
-/** An address's limits as of `now`, from its row as stored (none: nothing counted yet). */
-export function limitsOf(row: Limits | undefined, now: number): Limits {
   const l: Limits = row ?? {
     failures: 0,
     failures_reset_at: 0,

@@ -1,5 +1,5 @@
 import type { OtpPolicy } from "../contract/verbs";
-import type { CarryState } from "./carry";
+import { carryState } from "./carry";
 import type { HomeReport } from "./home-reports";
 import type { Limits, SourceCount } from "./limits";
 
@@ -10,20 +10,20 @@ import type { Limits, SourceCount } from "./limits";
  * home's as it last answered (home-reports.ts), and a carry under way (carry.ts).
  */
 export function lockedFor(
+  sql: SqlStorage,
   l: Limits,
   source: SourceCount,
   p: OtpPolicy,
   now: number,
   home: HomeReport | null,
-  /** Whether the address's counts are being carried here (carry.ts), as the caller read it. */
-  carry: CarryState = "none",
+  emailKey: string | null = null,
 ): number {
   const secs = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
   // A wrong code tried here is not counted at the home yet: nothing is tried until it is (the
   // report is retried by the alarm), so guesses cannot outrun the home's count.
   if (home && home.unreported > 0) return 1;
   // Nor while the address's counts from before a shard count change are being carried here.
-  if (carry === "pending") return 1;
+  if (emailKey !== null && carryState(sql, emailKey, now) === "pending") return 1;
   const until = Math.max(
     source.failures >= p.email_failures_per_hour ? source.until : 0,
     l.failures >= p.email_failures_per_hour_all_sources ? l.failures_reset_at : 0,
