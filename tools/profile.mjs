@@ -6,11 +6,14 @@
 // each isolate (self time). Env: RATE (default 80), SECONDS (15), TOP (25), OUT (folder for the raw
 // .cpuprofile files, default .keyway/profiles), SCRIPT (the k6 script, default k6/full-login.js),
 // TICK_US (the profilers' interval, default 1000; finer is more detail and more disturbance), SHAPED=1
-// (the production-shaped stack of `SHAPED=1 npm run bench`: each Worker on its own port, no gateway).
+// (the production-shaped stack of `SHAPED=1 npm run bench`: each Worker on its own port, no gateway),
+// FLOOR=keyway|minimal (the bench's floor instead of Keyway, tools/lib/floor-login.mjs, driven by
+// k6/floor-login.js; with SHAPED=1, production-shaped), so the two compare isolate by isolate.
 // For CPU per operation, `npm run cost-model` measures; docs/performance.md has both.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort } from "../scripts/stack.mjs";
+import { floorTarget } from "./lib/floor-login.mjs";
 import { byRole, openIsolateProfiler } from "./lib/isolate-cpu.mjs";
 import { FULL_LOGIN, installK6, REPO, spawnK6, startLoadStack } from "./lib/k6-stack.mjs";
 import { CLK_TCK, cpuTicks, threadClock, workerdPids } from "./lib/proc.mjs";
@@ -20,11 +23,17 @@ const SECONDS = Number(process.env.SECONDS ?? 15);
 const TOP = Number(process.env.TOP ?? 25);
 const TICK_US = Number(process.env.TICK_US ?? 1000);
 const OUT = process.env.OUT ?? join(REPO, ".keyway", "profiles");
-const SCRIPT = process.env.SCRIPT ?? FULL_LOGIN;
+const FLOOR = process.env.FLOOR;
+if (FLOOR !== undefined && FLOOR !== "keyway" && FLOOR !== "minimal") throw new Error("FLOOR is keyway or minimal");
+const SCRIPT = process.env.SCRIPT ?? (FLOOR ? join(REPO, "k6/floor-login.js") : FULL_LOGIN);
 
 if (installK6() !== 0) process.exit(1);
 const inspectorPort = await freePort();
-const stack = await startLoadStack({ inspectorPort, productionShaped: process.env.SHAPED === "1" });
+const productionShaped = process.env.SHAPED === "1";
+/** @type {{ url: string, adminToken: string, workerUrls?: Record<string, string>, env?: Record<string, string>, dispose(): Promise<void> }} */
+const stack = FLOOR
+  ? await floorTarget({ ops: FLOOR, productionShaped, inspectorPort })
+  : await startLoadStack({ inspectorPort, productionShaped });
 try {
   const profiler = await openIsolateProfiler(inspectorPort, TICK_US);
   // Warm up first (cold isolates, first key import), then profile a steady run.
@@ -91,6 +100,7 @@ function runK6(env) {
         BASE_URL: stack.url,
         ADMIN_TOKEN: stack.adminToken,
         // Production-shaped: each login request straight to its Worker's own port, as the bench sends it.
+        ...stack.env,
         ...(stack.workerUrls?.["op-auth"]
           ? { AUTH_URL: stack.workerUrls["op-auth"], TOKEN_URL: stack.workerUrls["op-token"] }
           : {}),

@@ -131,10 +131,10 @@ export default {
 
 /**
  * The floor as a tools/bench.mjs target.
- * @param {{ ops: FloorOps, productionShaped?: boolean }} o
+ * @param {{ ops: FloorOps, productionShaped?: boolean, inspectorPort?: number }} o
  * @returns {Promise<import("./bench-targets.mjs").Target>}
  */
-export async function floorTarget({ ops, productionShaped = false }) {
+export async function floorTarget({ ops, productionShaped = false, inspectorPort }) {
   const tmp = scratchDir("keyway-floor-", productionShaped);
   const port = await freePort();
   const authPort = productionShaped ? await freePort() : 0;
@@ -151,44 +151,48 @@ export async function floorTarget({ ops, productionShaped = false }) {
         }
       : { type: "rate-limit", namespace, simple: { limit: 1_000_000, period: 60 } };
   const socket = (/** @type {number} */ p) => ({ dev: { unsafeDirectSockets: [{ host: "127.0.0.1", port: p }] } });
-  const mf = scratchMiniflare(join(tmp, "state"), [
-    {
-      config: {
-        name: "floor-gateway",
-        compatibilityDate: "2026-11-01",
-        manifest: esmWorker(GATEWAY),
-        env: { AUTH: { type: "worker", worker: "floor-auth" }, TOKEN: { type: "worker", worker: "floor-token" } },
+  const mf = scratchMiniflare(
+    join(tmp, "state"),
+    [
+      {
+        config: {
+          name: "floor-gateway",
+          compatibilityDate: "2026-11-01",
+          manifest: esmWorker(GATEWAY),
+          env: { AUTH: { type: "worker", worker: "floor-auth" }, TOKEN: { type: "worker", worker: "floor-token" } },
+        },
+        ...socket(port),
       },
-      ...socket(port),
-    },
-    {
-      config: {
-        name: "floor-auth",
-        compatibilityDate: "2026-11-01",
-        manifest: esmWorker(AUTH(ops)),
-        env: { STORE: stores, IP_GENERATE: limiter("1001"), IP_VERIFY: limiter("1002") },
+      {
+        config: {
+          name: "floor-auth",
+          compatibilityDate: "2026-11-01",
+          manifest: esmWorker(AUTH(ops)),
+          env: { STORE: stores, IP_GENERATE: limiter("1001"), IP_VERIFY: limiter("1002") },
+        },
+        ...(productionShaped ? socket(authPort) : {}),
       },
-      ...(productionShaped ? socket(authPort) : {}),
-    },
-    {
-      config: {
-        name: "floor-token",
-        compatibilityDate: "2026-11-01",
-        manifest: esmWorker(TOKEN(ops)),
-        env: { STORE: stores },
+      {
+        config: {
+          name: "floor-token",
+          compatibilityDate: "2026-11-01",
+          manifest: esmWorker(TOKEN(ops)),
+          env: { STORE: stores },
+        },
+        ...(productionShaped ? socket(tokenPort) : {}),
       },
-      ...(productionShaped ? socket(tokenPort) : {}),
-    },
-    {
-      config: {
-        name: "floor-stores",
-        compatibilityDate: "2026-11-01",
-        manifest: esmWorker(STORES),
-        exports: { Store: { type: "durable-object", storage: "sqlite" } },
+      {
+        config: {
+          name: "floor-stores",
+          compatibilityDate: "2026-11-01",
+          manifest: esmWorker(STORES),
+          exports: { Store: { type: "durable-object", storage: "sqlite" } },
+        },
       },
-    },
-    ...(productionShaped ? [localRateLimiter()] : []),
-  ]);
+      ...(productionShaped ? [localRateLimiter()] : []),
+    ],
+    inspectorPort,
+  );
   try {
     await mf.ready;
   } catch (err) {

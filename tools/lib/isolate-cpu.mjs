@@ -22,8 +22,8 @@
  * @param {string} title @returns {"worker" | "durable-object" | "local-only"}
  */
 export function isolateRole(title) {
-  if (/keyway-op-(auth|token|mgmt)\b/.test(title)) return "worker";
-  if (/keyway-stores\b/.test(title)) return "durable-object";
+  if (/keyway-op-(auth|token|mgmt)\b|floor-(auth|token)\b/.test(title)) return "worker";
+  if (/keyway-stores\b|floor-stores\b/.test(title)) return "durable-object";
   return "local-only";
 }
 
@@ -42,7 +42,7 @@ export async function openIsolateProfiler(inspectorPort, intervalUs = 1000) {
   // the default tick is coarse: the interrupts are then a small share of the thread's time.
   const targets = /** @type {{ title: string, webSocketDebuggerUrl: string }[]} */ (
     await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()
-  ).filter((t) => /keyway-|ratelimit:|d1:/.test(t.title));
+  ).filter((t) => /keyway-|floor-|ratelimit:|d1:/.test(t.title));
   const sessions = await Promise.all(targets.map((t) => openSession(t.title, t.webSocketDebuggerUrl)));
   await Promise.all(
     sessions.map((s) =>

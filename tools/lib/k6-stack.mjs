@@ -189,11 +189,13 @@ export function esmWorker(contents) {
 
 /**
  * A throwaway workerd of the tools' own Workers (npm run cost-model, the bench's floor): no Request.cf
- * download (offline), no dev registry, no telemetry, its state under `persistTo`.
- * @param {string} persistTo @param {import("miniflare").WorkerOptions[]} workers
+ * download (offline), no dev registry, no telemetry, its state under `persistTo`; `inspectorPort` for
+ * tools/profile.mjs.
+ * @param {string} persistTo @param {import("miniflare").WorkerOptions[]} workers @param {number} [inspectorPort]
  */
-export function scratchMiniflare(persistTo, workers) {
+export function scratchMiniflare(persistTo, workers, inspectorPort) {
   return new Miniflare({
+    ...(inspectorPort ? { inspectorPort } : {}),
     host: "127.0.0.1",
     port: 0,
     cf: false,
