@@ -6,7 +6,9 @@ import { CookieJar, type E2EStack, startE2EStack } from "./support.js";
 
 let stack: E2EStack;
 beforeAll(async () => {
-  stack = await startE2EStack({ POLICY: JSON.stringify({ max_logins_under_way: 2, login_slot_seconds: 60 }) });
+  stack = await startE2EStack({
+    POLICY: JSON.stringify({ max_logins_under_way: 2, login_burst: 0, login_slot_seconds: 60 }),
+  });
 }, 120_000);
 afterAll(() => stack?.dispose(), 60_000);
 

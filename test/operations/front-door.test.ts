@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { frontDoor } from "../../workers/dev-gateway/front-door";
 import gateway from "../../workers/dev-gateway/index";
-import { resetAdmission } from "../../workers/shared/request/admission";
+import { loginEnded, loginsBurst, resetAdmission, takeLoginPlace } from "../../workers/shared/request/admission";
 
 // Issue 44 item 3: the local runtime's front door (workers/dev-gateway/front-door.ts). Here the gateway's
 // module alone, with the Worker behind it a function; test/e2e/front-door.test.ts runs it in its own
@@ -12,7 +12,11 @@ afterEach(() => resetAdmission());
 const ISSUER = "http://127.0.0.1:8787";
 const newLogin = (tenant = "") => new Request(`${ISSUER}${tenant}/authorize?client_id=c1&response_type=code`);
 const redirectTo = () => new Request(`${ISSUER}/authorize?tx=tx_global_0_0_abc`);
-const env = { FRONT_DOOR: "1", ENVIRONMENT: "development", POLICY: JSON.stringify({ max_logins_under_way: 2 }) };
+const env = {
+  FRONT_DOOR: "1",
+  ENVIRONMENT: "development",
+  POLICY: JSON.stringify({ max_logins_under_way: 2, login_burst: 0 }),
+};
 
 /** The Worker behind: a login page for a new login (or `status`), a redirect for a `redirect_to`. */
 function behind(status = 200) {
@@ -60,6 +64,19 @@ describe("the front door's count of logins under way (issue 44 item 3)", () => {
     expect((await through(newLogin(), forward)).status).toBe(503);
   });
 
+  it("lets a stall take the spare places past the bound, once, and refuses past them", async () => {
+    const { seen, forward } = behind();
+    const burst = { ...env, POLICY: JSON.stringify({ max_logins_under_way: 2, login_burst: 2 }) };
+    const statuses = [];
+    for (let i = 0; i < 5; i++) statuses.push((await through(newLogin(), forward, burst)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 503]);
+    expect(seen).toHaveLength(4);
+    // Back under the bound, the spares are spent: a freed place is taken again, and the next is refused.
+    for (let i = 0; i < 3; i++) await through(redirectTo(), forward, burst);
+    expect((await through(newLogin(), forward, burst)).status).toBe(200);
+    expect((await through(newLogin(), forward, burst)).status).toBe(503);
+  });
+
   it("forwards every login when the policy is one op-auth refuses (op-auth answers it, 503 with why)", async () => {
     const { seen, forward } = behind();
     for (let i = 0; i < 3; i++)
@@ -72,6 +89,36 @@ describe("the front door's count of logins under way (issue 44 item 3)", () => {
     for (let i = 0; i < 5; i++)
       expect((await through(newLogin(), forward, { ...env, FRONT_DOOR: "" })).status).toBe(200);
     expect(seen).toHaveLength(5);
+  });
+});
+
+describe("the spare places past the bound (issue 44 item 3)", () => {
+  const SLOT = 2_000;
+  const T = 1_000_000;
+
+  it("come back only over time spent below half the bound, so an overload spends them once", () => {
+    // Bound 4, 2 spares: a stall fills 6 places at once, and the seventh is refused.
+    const stall = Array.from({ length: 7 }, () => takeLoginPlace(4, SLOT, T, 2));
+    expect(stall).toEqual([true, true, true, true, true, true, false]);
+    // Then an overload for 30 s: a login ends every 100 ms and two new ones come. The count stays at
+    // the bound, no spare comes back, and one of the two is admitted each time once it is back under it.
+    for (let i = 0; i < 300; i++) {
+      const t = T + 100 * (i + 1);
+      loginEnded();
+      const round = [takeLoginPlace(4, SLOT, t, 2), takeLoginPlace(4, SLOT, t, 2)];
+      expect(round).toEqual(i < 2 ? [false, false] : [true, false]);
+    }
+    // The overload ends; 1 s later, half the refill time, one spare is back.
+    for (let i = 0; i < 4; i++) loginEnded();
+    const after = Array.from({ length: 6 }, () => takeLoginPlace(4, SLOT, T + 31_000, 2));
+    expect(after).toEqual([true, true, true, true, true, false]);
+  });
+
+  it("are 16 on the local runtime and none in production, unless the policy says", () => {
+    expect(loginsBurst(undefined, "development")).toBe(16);
+    expect(loginsBurst(undefined, "test")).toBe(16);
+    expect(loginsBurst(undefined, "production")).toBe(0);
+    expect(loginsBurst(3, "production")).toBe(3);
   });
 });
 

@@ -32,7 +32,7 @@ afterEach(() => {
 describe("load shedding (checklist I2: past capacity, 503 with Retry-After, never a hang)", () => {
   it("refuses new logins past the logins under way at once, 503 with Retry-After, and lets the admitted ones finish (issue 44 item 3)", async () => {
     resetAdmission();
-    const e = withVars({ POLICY: policy({ max_logins_under_way: 2, login_slot_seconds: 5 }) });
+    const e = withVars({ POLICY: policy({ max_logins_under_way: 2, login_burst: 0, login_slot_seconds: 5 }) });
     const client = await registerClient({}, e);
     const { challenge } = await pkce();
     const path = `/authorize?${authorizeQuery(client, challenge)}`;

@@ -5,6 +5,7 @@ import {
   busy,
   loginEnded,
   loginsBound,
+  loginsBurst,
   loginsUnderWay,
   noteRefusal,
   takeLoginPlace,
@@ -21,13 +22,26 @@ export interface FrontEnv {
   ENVIRONMENT?: string;
 }
 
-let bounds: { key: string; bound: number; slotMs: number } | undefined;
+/** When Keyway's process last answered a request the gateway forwarded (a refusal's log says how long ago). */
+let answeredAt = 0;
 
 /**
- * `max_logins_under_way` and `login_slot_seconds` by op-auth's own rules (admission.ts, policy.ts);
+ * Notes an answer from behind. A refusal logged long after the last one met a stall of Keyway's thread
+ * (nothing answered, places held); one logged just after it met logins that keep arriving faster than
+ * they finish (an overload).
+ */
+export function answered(res: Response): Response {
+  answeredAt = Date.now();
+  return res;
+}
+
+let bounds: { key: string; bound: number; burst: number; slotMs: number } | undefined;
+
+/**
+ * `max_logins_under_way`, `login_burst` and `login_slot_seconds` by op-auth's own rules (admission.ts, policy.ts);
  * null for a policy op-auth refuses too (it answers 503 itself, saying why, in its log).
  */
-function boundsOf(env: FrontEnv): { bound: number; slotMs: number } | null {
+function boundsOf(env: FrontEnv): { bound: number; burst: number; slotMs: number } | null {
   const key = `${env.ENVIRONMENT}\u0000${env.POLICY}`;
   if (bounds?.key !== key) {
     let policy: ReturnType<typeof policySchema.parse>;
@@ -39,6 +53,7 @@ function boundsOf(env: FrontEnv): { bound: number; slotMs: number } | null {
     bounds = {
       key,
       bound: loginsBound(policy.max_logins_under_way, env.ENVIRONMENT ?? "development"),
+      burst: loginsBurst(policy.login_burst, env.ENVIRONMENT ?? "development"),
       slotMs: policy.login_slot_seconds * 1000,
     };
   }
@@ -71,7 +86,7 @@ export async function frontDoor(
     return forward(req);
   const limits = boundsOf(env);
   if (!limits) return forward(req);
-  const { bound, slotMs } = limits;
+  const { bound, burst, slotMs } = limits;
   const q = url.searchParams;
   if (!q.has("client_id")) {
     if (!q.has("tx")) return forward(req);
@@ -82,8 +97,12 @@ export async function frontDoor(
     }
   }
   const now = Date.now();
-  if (!takeLoginPlace(bound, slotMs, now)) {
-    noteRefusal(now, { logins_under_way: loginsUnderWay(slotMs, now), at: "front door" });
+  if (!takeLoginPlace(bound, slotMs, now, burst)) {
+    noteRefusal(now, {
+      logins_under_way: loginsUnderWay(slotMs, now),
+      last_answer_ms_ago: answeredAt ? now - answeredAt : null,
+      at: "front door",
+    });
     const res = errorResponse(busy());
     res.headers.set("X-Request-Id", requestIdOf(req));
     return res;

@@ -2,7 +2,7 @@ import { errorField, log } from "../../durable-objects/contract/log";
 import { workerFor } from "../shared/app/worker-routes";
 import { errorResponse, OAuthError } from "../shared/platform/errors";
 import { type DemoEnv, demo } from "./demo";
-import { type FrontEnv, frontDoor } from "./front-door";
+import { answered, type FrontEnv, frontDoor } from "./front-door";
 
 interface GatewayEnv extends DemoEnv, FrontEnv {
   OP_AUTH: Fetcher;
@@ -21,7 +21,7 @@ export default {
     if (url.pathname === "/" || url.pathname === "/demo" || url.pathname.startsWith("/demo/")) return demo(req, env);
     const owner = workerFor(url.pathname);
     const target = { "op-auth": env.OP_AUTH, "op-token": env.OP_TOKEN, "op-mgmt": env.OP_MGMT }[owner];
-    const forward = (r: Request) => target.fetch(withDevGeo(r)).catch(unreachable);
+    const forward = (r: Request) => target.fetch(withDevGeo(r)).then(answered, unreachable);
     return owner === "op-auth" ? frontDoor(req, url, env, forward) : forward(req);
   },
 } satisfies ExportedHandler<GatewayEnv>;

@@ -54,6 +54,14 @@ export const policyFields = z.object({
    * `loginsBound`), where a person's login holds its place for up to `login_slot_seconds`.
    */
   max_logins_under_way: z.number().int().min(1).max(100_000).optional(),
+  /**
+   * Places past `max_logins_under_way` that a stall may take (admission.ts `takeLoginPlace`): on the
+   * one-thread local runtime a pause of a few hundred ms (another process on the cores, a collection)
+   * piles logins up to the bound with no overload behind it. Spent one a login admitted past the bound,
+   * regained only while fewer than half the bound are under way, so under overload, where the count
+   * stays at the bound, they are spent once. Unset: 16 locally (development, test), 0 in production.
+   */
+  login_burst: z.number().int().min(0).max(100_000).optional(),
   /** The longest a login counts as under way (s): an abandoned one frees its place after this. */
   login_slot_seconds: z.number().int().min(1).max(3_600).default(2),
   /**

@@ -134,6 +134,7 @@ export function resetAdmission(): void {
   floors.clear();
   slots.length = 0;
   head = 0;
+  spare = undefined;
 }
 
 /** Requests whose admission took a login's place: createApp frees it when the request began no login. */
@@ -160,12 +161,44 @@ export function loginsBound(set: number | undefined, environment: string): numbe
 }
 
 /**
+ * `login_burst`, or its default by runtime: 16 on the local runtime, where one thread serves every
+ * Worker, object and database and a pause of a few hundred ms beside another process piles logins up
+ * to the bound with no overload behind it (0.2 % of logins at 50/s beside a process spinning half a
+ * core, 6.3 % beside a compile: docs/performance.md); 0 in production, whose bound is far from a
+ * login's CPU.
+ */
+export function loginsBurst(set: number | undefined, environment: string): number {
+  return set ?? (environment === "production" ? 0 : 16);
+}
+
+/**
+ * The full set of spare places comes back over this much time spent below half the bound: stalls a few
+ * seconds apart each find them (measured: 26 logins under way at a refusal at 50/s, the spares spent
+ * by a stall shortly before, with 10 s).
+ */
+const SPARE_REFILL_MS = 2_000;
+/** Places past the bound not yet spent (undefined: all of them), as of `spareAt`. */
+let spare: number | undefined;
+let spareAt = 0;
+
+/**
  * A new login takes a place among those under way, if one is free: the whole check of the bound, for
  * createApp and for the local front door (workers/dev-gateway), which runs it before a request reaches
- * the runtime's busy thread.
+ * the runtime's busy thread. Past the bound it may take one of `burst` spare places. They come back
+ * only while fewer than half the bound are under way: a stall fills the bound and drains, and then
+ * they return; an overload keeps the count at the bound, so it spends them once and is refused at the
+ * bound from then on. The front door and op-auth keep the same count over the same logins (op-auth's is
+ * never above the front door's), so op-auth admits whatever the front door let through.
  */
-export function takeLoginPlace(bound: number, slotMs: number, now = Date.now()): boolean {
-  if (loginsUnderWay(slotMs, now) >= bound) return false;
+export function takeLoginPlace(bound: number, slotMs: number, now = Date.now(), burst = 0): boolean {
+  const underWay = loginsUnderWay(slotMs, now);
+  if (spare === undefined || spare > burst) spare = burst;
+  else if (underWay < bound / 2) spare = Math.min(burst, spare + ((now - spareAt) * burst) / SPARE_REFILL_MS);
+  spareAt = now;
+  if (underWay >= bound) {
+    if (spare < 1 || underWay >= bound + burst) return false;
+    spare -= 1;
+  }
   slots.push(now);
   return true;
 }
@@ -196,7 +229,12 @@ export function admitNewWork(c: Context<AppEnv>, login = false): void {
     !overCount &&
     !overTime &&
     (!login ||
-      takeLoginPlace(loginsBound(p.max_logins_under_way, config.ENVIRONMENT), p.login_slot_seconds * 1000, now));
+      takeLoginPlace(
+        loginsBound(p.max_logins_under_way, config.ENVIRONMENT),
+        p.login_slot_seconds * 1000,
+        now,
+        loginsBurst(p.login_burst, config.ENVIRONMENT),
+      ));
   if (placed) {
     admitted.add(req);
     if (login) tookSlot.add(req);
