@@ -187,8 +187,8 @@ let spareAt = 0;
  * the runtime's busy thread. Past the bound it may take one of `burst` spare places. They come back
  * only while fewer than half the bound are under way: a stall fills the bound and drains, and then
  * they return; an overload keeps the count at the bound, so it spends them once and is refused at the
- * bound from then on. The front door and op-auth keep the same count over the same logins (op-auth's is
- * never above the front door's), so op-auth admits whatever the front door let through.
+ * bound from then on. The front door and op-auth keep the same count and spares over the same logins,
+ * op-auth seeing each one after the front door, so op-auth admits whatever the front door let through.
  */
 export function takeLoginPlace(bound: number, slotMs: number, now = Date.now(), burst = 0): boolean {
   const underWay = loginsUnderWay(slotMs, now);
