@@ -50,10 +50,11 @@ function boundsOf(env: FrontEnv): { bound: number; burst: number; slotMs: number
     } catch {
       return null;
     }
+    const environment = env.ENVIRONMENT ?? "development";
     bounds = {
       key,
-      bound: loginsBound(policy.max_logins_under_way, env.ENVIRONMENT ?? "development"),
-      burst: loginsBurst(policy.login_burst, env.ENVIRONMENT ?? "development"),
+      bound: loginsBound(policy.max_logins_under_way, environment),
+      burst: loginsBurst(policy.login_burst, environment),
       slotMs: policy.login_slot_seconds * 1000,
     };
   }
